@@ -1,0 +1,210 @@
+//! `nanogate sessions list | show | check | repair`.
+
+use anyhow::{Context as _, Result, bail};
+use clap::Subcommand;
+
+use super::Context;
+use crate::json::Json;
+use crate::session::{self, SessionStore};
+
+/// Session subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// List sessions, newest first: key, messages, unconsolidated messages, created, updated, size.
+    List,
+    /// Show the model's view of a session (nanobot's get_history).
+    Show {
+        /// The session key, e.g. telegram:12345678.
+        key: String,
+        /// How many recent unconsolidated messages (0 = all).
+        #[arg(long, default_value_t = 500)]
+        max: usize,
+        /// Print the view as a JSON array instead of a transcript.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check every session file; print each problem with file and line; exit 1 if any.
+    Check,
+    /// Repair damaged session files: unusable lines move to <file>.damaged, the file becomes readable again.
+    Repair,
+}
+
+/// Runs one sessions subcommand; returns the exit code.
+pub async fn run(ctx: &Context, cmd: SessionsCommand) -> Result<i32> {
+    let dir = ctx.sessions_dir();
+    match cmd {
+        SessionsCommand::List => {
+            let list = session::list_sessions(&dir)?;
+            if list.is_empty() {
+                println!("no sessions in {}", dir.display());
+                return Ok(0);
+            }
+            let width = list
+                .iter()
+                .map(|s| s.key.chars().count())
+                .max()
+                .unwrap_or(3)
+                .max(3);
+            println!(
+                "{:<width$}  {:>8}  {:>14}  {:<16}  {:<16}  {:>8}",
+                "KEY", "MESSAGES", "UNCONSOLIDATED", "CREATED", "UPDATED", "SIZE"
+            );
+            for s in list {
+                println!(
+                    "{:<width$}  {:>8}  {:>14}  {:<16}  {:<16}  {:>8}{}",
+                    s.key,
+                    s.messages,
+                    s.unconsolidated,
+                    short_time(&s.created_at),
+                    short_time(&s.updated_at),
+                    human_size(s.size),
+                    if s.problems > 0 {
+                        "  (needs repair: run `nanogate sessions check`)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            Ok(0)
+        }
+        SessionsCommand::Show { key, max, json } => {
+            let Some(loaded) = session::find_session(&dir, &key)? else {
+                bail!(
+                    "no session {key:?} in {} (`nanogate sessions list` shows the keys)",
+                    dir.display()
+                );
+            };
+            let history = loaded
+                .session
+                .history(max)
+                .context("a message line could not be parsed")?;
+            if json {
+                println!("{}", Json::Array(history).to_python_indent(2));
+            } else {
+                let s = &loaded.session;
+                println!(
+                    "{} — {} messages, {} consolidated; showing {} (updated {})",
+                    s.key(),
+                    s.len(),
+                    s.last_consolidated(),
+                    history.len(),
+                    short_time(s.updated_at())
+                );
+                for m in &history {
+                    println!("{}", transcript_entry(m));
+                }
+            }
+            Ok(0)
+        }
+        SessionsCommand::Check => {
+            let reports = session::check_dir(&dir)?;
+            let (mut bad, mut files) = (0, 0);
+            for r in &reports {
+                match r.sidecar_lines {
+                    Some(n) => println!(
+                        "{}: sidecar holding {n} line(s) moved out of a damaged session; inspect it, then delete it",
+                        r.path.display()
+                    ),
+                    None => {
+                        files += 1;
+                        if !r.problems.is_empty() {
+                            bad += 1;
+                        }
+                        for p in &r.problems {
+                            println!("{}:{}: {}", r.path.display(), p.line, p.message);
+                        }
+                    }
+                }
+            }
+            println!(
+                "{files} session file(s) checked in {}, {bad} with problems",
+                dir.display()
+            );
+            if bad > 0 {
+                println!("run `nanogate sessions repair` to repair them now (nothing is deleted)");
+                return Ok(1);
+            }
+            Ok(0)
+        }
+        SessionsCommand::Repair => {
+            let store = SessionStore::open(&ctx.workspace, ctx.config.session.store_options())?;
+            let repaired = store.repair_all().await?;
+            for (path, problems) in &repaired {
+                println!(
+                    "repaired {} ({} problem(s))",
+                    path.display(),
+                    problems.len()
+                );
+            }
+            println!("{} file(s) repaired", repaired.len());
+            Ok(0)
+        }
+    }
+}
+
+/// `2026-11-22T09:50:26.226704` → `2026-11-22 09:50`.
+fn short_time(t: &str) -> String {
+    t.chars().take(16).collect::<String>().replacen('T', " ", 1)
+}
+
+fn human_size(n: u64) -> String {
+    match n {
+        0..1024 => format!("{n} B"),
+        1024..1_048_576 => format!("{:.1} KB", n as f64 / 1024.0),
+        _ => format!("{:.1} MB", n as f64 / 1_048_576.0),
+    }
+}
+
+/// One history entry as a line of a readable transcript.
+fn transcript_entry(m: &Json) -> String {
+    let Some(o) = m.as_object() else {
+        return m.to_python();
+    };
+    let role = o.get("role").and_then(Json::as_str).unwrap_or("?");
+    let mut text = match o.get("content") {
+        Some(Json::String(s)) => s.clone(),
+        Some(Json::Array(parts)) => parts
+            .iter()
+            .map(|p| match p.as_object() {
+                Some(po) if po.get("type").and_then(Json::as_str) == Some("text") => po
+                    .get("text")
+                    .and_then(Json::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                Some(po) => format!(
+                    "[{}]",
+                    po.get("type").and_then(Json::as_str).unwrap_or("part")
+                ),
+                None => p.to_python(),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        Some(Json::Null) | None => String::new(),
+        Some(other) => other.to_python(),
+    };
+    if let Some(calls) = o.get("tool_calls").and_then(Json::as_array) {
+        for c in calls {
+            let f = c
+                .as_object()
+                .and_then(|c| c.get("function"))
+                .and_then(Json::as_object);
+            let name = f
+                .and_then(|f| f.get("name"))
+                .and_then(Json::as_str)
+                .unwrap_or("?");
+            let args = f
+                .and_then(|f| f.get("arguments"))
+                .and_then(Json::as_str)
+                .unwrap_or("");
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&format!("  → {name}({args})"));
+        }
+    }
+    let label = match (role, o.get("name").and_then(Json::as_str)) {
+        ("tool", Some(n)) => format!("tool {n}"),
+        _ => role.to_owned(),
+    };
+    format!("[{label}] {text}")
+}

@@ -1,0 +1,10 @@
+//! nanogate: a nanobot-compatible chat gateway daemon for a personal LLM agent.
+//!
+//! The library holds everything the `nanogate` binary does, so integration tests and benchmarks drive the same
+//! code. `json` is the Python-compatible codec, `session` the nanobot-compatible session store, `config` the
+//! configuration file and its environment overrides.
+
+pub mod cli;
+pub mod config;
+pub mod json;
+pub mod session;
