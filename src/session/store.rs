@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -56,6 +57,8 @@ struct StoreInner {
     cache: DashMap<String, Arc<OnceCell<SessionHandle>>>,
     /// File name → the key it was handed to in this process.
     claims: Mutex<HashMap<String, String>>,
+    /// Session files read since the store opened (a cache miss each).
+    files_read: AtomicU64,
     _lock: WorkspaceLock,
 }
 
@@ -158,6 +161,7 @@ impl SessionStore {
                 opts,
                 cache: DashMap::new(),
                 claims: Mutex::new(HashMap::new()),
+                files_read: AtomicU64::new(0),
                 _lock: lock,
             }),
         })
@@ -254,6 +258,11 @@ impl SessionStore {
         self.inner.cache.len()
     }
 
+    /// How many times a session was loaded from disk (each a cache miss) since the store opened.
+    pub fn loads(&self) -> u64 {
+        self.inner.files_read.load(Ordering::Relaxed)
+    }
+
     /// Removes sessions that nobody holds, that were unused for `cache_idle`, and that have nothing left to
     /// write. Returns how many left the cache.
     pub fn evict_idle(&self) -> usize {
@@ -336,6 +345,7 @@ impl StoreInner {
         let alt_name = key::alternate_file_name(key)?;
         let (primary, alt) = (self.dir.join(&primary_name), self.dir.join(&alt_name));
         let handle = |s: Session| SessionHandle::new(s, self.opts.durability);
+        self.files_read.fetch_add(1, Ordering::Relaxed);
 
         if let Some(loaded) = load_file(&alt, Some(key))? {
             if loaded.session.key != key || !self.claim(&alt_name, key) {
