@@ -158,6 +158,12 @@ impl Session {
             || self.disk.header != self.header_line()
     }
 
+    /// Whether dropping this session from memory would lose anything: it is dirty, and it is not merely a new
+    /// session nobody has written to.
+    pub fn has_unsaved_data(&self) -> bool {
+        self.is_dirty() && (self.disk.exists || !self.is_empty() || !self.metadata.is_empty())
+    }
+
     /// Sets `updated_at` explicitly (for importers and tests that must reproduce a given file).
     pub fn set_updated_at(&mut self, t: impl Into<String>) {
         self.updated_at = t.into();

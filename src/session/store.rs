@@ -203,7 +203,9 @@ impl SessionStore {
         let durability = self.inner.opts.durability;
         run_blocking(key, move || {
             let mut s = h.lock();
-            persist::commit(&mut s, durability)?;
+            if s.disk.exists || !s.is_empty() {
+                persist::commit(&mut s, durability)?;
+            }
             let archived = if s.disk.exists { persist::archive_file(&s.disk.path, durability)? } else { None };
             if let Some(a) = &archived {
                 info!(session = %s.key, archive = %a.display(), "session cleared; previous transcript archived");
@@ -281,7 +283,7 @@ impl SessionStore {
                 return true;
             }
             match h.inner.session.try_lock() {
-                Ok(s) => s.is_dirty(),
+                Ok(s) => s.has_unsaved_data(),
                 Err(_) => true,
             }
         });
