@@ -681,3 +681,22 @@ fn a_file_changed_behind_our_back_is_kept_not_overwritten() {
         ["one", "first", "re: first", "second", "re: second"]
     );
 }
+
+#[test]
+fn a_same_size_edit_behind_our_back_is_noticed_too() {
+    let d = damaged(format!("{HEADER}\n{M1}\n").as_bytes());
+    let st = store(&d.ws);
+    turn(&st, "t:1", "first");
+    let edited = String::from_utf8(read(&d.path))
+        .expect("utf8")
+        .replace("\"one\"", "\"ONE\"");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&d.path, &edited).expect("write");
+    turn(&st, "t:1", "second");
+    let kept = std::fs::read_dir(d.ws.join("sessions"))
+        .expect("dir")
+        .map(|e| e.expect("e").path())
+        .find(|p| p.to_string_lossy().contains(".conflict-"))
+        .expect("the edited version is kept");
+    assert_eq!(String::from_utf8(read(&kept)).expect("utf8"), edited);
+}

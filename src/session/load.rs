@@ -36,11 +36,22 @@ pub struct Loaded {
 /// Reads the session file at `path`; `None` when it does not exist. `key_hint` is the key asking for it, used
 /// when line 1 is missing or names no key.
 pub fn load_file(path: &Path, key_hint: Option<&str>) -> Result<Option<Loaded>, SessionError> {
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(Some(parse_file(bytes, path.to_path_buf(), key_hint))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(SessionError::read(path, e)),
-    }
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(SessionError::read(path, e)),
+    };
+    let read =
+        |file: &mut std::fs::File| -> std::io::Result<(Vec<u8>, Option<std::time::SystemTime>)> {
+            let meta = file.metadata()?;
+            let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+            std::io::Read::read_to_end(file, &mut bytes)?;
+            Ok((bytes, meta.modified().ok()))
+        };
+    let (bytes, modified) = read(&mut file).map_err(|e| SessionError::read(path, e))?;
+    let mut loaded = parse_file(bytes, path.to_path_buf(), key_hint);
+    loaded.session.disk.modified = modified;
+    Ok(Some(loaded))
 }
 
 /// A header line seen while scanning: its line number, its text span, and the raw bytes of the line.
@@ -278,6 +289,7 @@ pub(crate) fn parse_file(bytes: Vec<u8>, path: PathBuf, key_hint: Option<&str>) 
             persisted,
             header: disk_header,
             file_len,
+            modified: None,
             rewrite,
             unchecked: true,
             damaged,

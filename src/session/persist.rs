@@ -15,6 +15,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use serde::Deserialize;
 use tracing::warn;
@@ -57,6 +58,8 @@ pub(crate) struct DiskState {
     pub header: String,
     /// The file's size after the last read or write.
     pub file_len: u64,
+    /// The file's modification time after the last read or write (with the size: "is it still ours?").
+    pub modified: Option<SystemTime>,
     /// The next commit must rewrite the whole file (damage, a clear, odd formatting).
     pub rewrite: bool,
     /// Lines came from the file and were not yet checked for Python's canonical form.
@@ -73,6 +76,7 @@ impl DiskState {
             persisted: 0,
             header: String::new(),
             file_len: 0,
+            modified: None,
             rewrite: false,
             unchecked: false,
             damaged: Vec::new(),
@@ -121,7 +125,13 @@ fn sync(durability: Durability) -> bool {
 fn check_file_unchanged(s: &mut Session) -> Result<(), SessionError> {
     let path = &s.disk.path;
     match fs::metadata(path) {
-        Ok(m) if s.disk.exists && m.len() == s.disk.file_len => Ok(()),
+        Ok(m)
+            if s.disk.exists
+                && m.len() == s.disk.file_len
+                && m.modified().ok() == s.disk.modified =>
+        {
+            Ok(())
+        }
         Ok(_) => {
             let backup = unique_sibling(path, &format!("conflict-{}", utc_stamp()));
             fs::rename(path, &backup).map_err(|e| SessionError::write(path, e))?;
@@ -166,6 +176,7 @@ fn append(s: &mut Session, header: String, durability: Durability) -> Result<usi
     if sync(durability) {
         f.sync_data().map_err(io)?;
     }
+    s.disk.modified = f.metadata().and_then(|m| m.modified()).ok();
     s.disk.file_len += buf.len() as u64;
     s.disk.persisted = s.messages.len();
     s.disk.header = header;
@@ -199,16 +210,16 @@ fn rewrite(s: &mut Session, header: String, durability: Durability) -> Result<()
         sync(durability),
     )?;
     s.disk = DiskState {
-        path,
         exists: true,
         persisted: spans.len(),
+        file_len: (header.len() + 1 + body.len()) as u64,
+        modified: fs::metadata(&path).and_then(|m| m.modified()).ok(),
+        path,
         header,
-        file_len: 0,
         rewrite: false,
         unchecked: false,
         damaged: Vec::new(),
     };
-    s.disk.file_len = (s.disk.header.len() + 1 + body.len()) as u64;
     s.messages = MessageLog::from_spans(body, spans);
     Ok(())
 }
