@@ -1,7 +1,7 @@
 //! `config.toml`: every setting with its default, environment overrides, and errors that name the bad key.
 //!
 //! Any key can be overridden from the environment as `NANOGATE_<SECTION>__<KEY>` (or `NANOGATE_<KEY>` for a
-//! top-level key): `NANOGATE_SESSION__DURABILITY=os`. The value is read as a TOML value when it is one
+//! top-level key, `NANOGATE_<SECTION>__<SUB>__<KEY>` for a nested one): `NANOGATE_SESSION__DURABILITY=os`. The value is read as a TOML value when it is one
 //! (`30`, `true`, `"text"`) and as a plain string otherwise. Unknown keys, in the file or the environment, are
 //! errors that name the key, so a typo never silently falls back to a default.
 
@@ -22,6 +22,171 @@ pub struct Config {
     pub workspace: Option<PathBuf>,
     /// `[session]`: how sessions are cached and written.
     pub session: SessionConfig,
+    /// `[provider]`: the OpenAI-compatible model endpoint.
+    pub provider: ProviderConfig,
+    /// `[agent]`: the agent loop.
+    pub agent: AgentConfig,
+    /// `[tools]`: what the model's tools may do.
+    pub tools: ToolsConfig,
+}
+
+/// The default API base: OpenAI's.
+pub const DEFAULT_API_BASE: &str = "https://api.openai.com/v1";
+
+/// `[provider]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProviderConfig {
+    /// Base URL of an OpenAI-compatible API (OpenAI, OpenRouter, vLLM, llama.cpp, Ollama, …), up to `/v1`.
+    pub api_base: String,
+    /// The API key. Prefer `api_key_env`, so the key is not in a file.
+    pub api_key: Option<String>,
+    /// Name of an environment variable holding the API key.
+    pub api_key_env: Option<String>,
+    /// Model name as the API knows it.
+    pub model: String,
+    /// Upper bound on tokens in one answer.
+    pub max_tokens: u32,
+    /// Sampling temperature.
+    pub temperature: f64,
+    /// Seconds to wait for one HTTP response before giving up on that attempt.
+    pub request_timeout_secs: u64,
+    /// Retries after a 429, a 5xx or a connection error (with backoff and jitter).
+    pub max_retries: u32,
+    /// Extra HTTP headers sent with every request (e.g. OpenRouter's `HTTP-Referer`).
+    pub extra_headers: std::collections::BTreeMap<String, String>,
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        ProviderConfig {
+            api_base: DEFAULT_API_BASE.into(),
+            api_key: None,
+            api_key_env: None,
+            model: "gpt-4o-mini".into(),
+            max_tokens: 4096,
+            temperature: 0.7,
+            request_timeout_secs: 120,
+            max_retries: 3,
+            extra_headers: Default::default(),
+        }
+    }
+}
+
+impl ProviderConfig {
+    /// The API key: `api_key`, else the variable named by `api_key_env` (an error when it is named but unset).
+    pub fn resolve_api_key(&self) -> Result<Option<String>, ConfigError> {
+        if let Some(k) = self.api_key.as_ref().filter(|k| !k.is_empty()) {
+            return Ok(Some(k.clone()));
+        }
+        match &self.api_key_env {
+            Some(var) => match std::env::var(var) {
+                Ok(v) if !v.is_empty() => Ok(Some(v)),
+                _ => Err(ConfigError::Env {
+                    var: var.clone(),
+                    message: "provider.api_key_env names this variable, but it is not set".into(),
+                }),
+            },
+            None => Ok(None),
+        }
+    }
+}
+
+/// `[agent]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// How many recent unconsolidated messages the model sees (and when consolidation starts).
+    pub memory_window: usize,
+    /// Model → tools → model rounds in one turn before the agent stops and says so.
+    pub max_tool_iterations: usize,
+    /// Turns (model calls) running at once across all sessions.
+    pub max_concurrent_turns: usize,
+    /// Seconds a session's lane waits for another message before it exits.
+    pub lane_idle_secs: u64,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            memory_window: 100,
+            max_tool_iterations: 40,
+            max_concurrent_turns: 4,
+            lane_idle_secs: 60,
+        }
+    }
+}
+
+/// `[tools]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsConfig {
+    /// File tools and `exec` stay inside the workspace (symlinks resolved).
+    pub restrict_to_workspace: bool,
+    /// Tool results longer than this many characters are cut (with a marker) before the model sees them.
+    pub max_result_chars: usize,
+    /// `[tools.exec]`
+    pub exec: ExecConfig,
+    /// `[tools.web]`
+    pub web: WebConfig,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        ToolsConfig {
+            restrict_to_workspace: true,
+            max_result_chars: 16_000,
+            exec: ExecConfig::default(),
+            web: WebConfig::default(),
+        }
+    }
+}
+
+/// `[tools.exec]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExecConfig {
+    /// Seconds before the command's whole process group is killed.
+    pub timeout_secs: u64,
+    /// Characters of output kept (stdout and stderr together).
+    pub max_output_chars: usize,
+    /// Extra regular-expression-free substrings that refuse a command, on top of the built-in deny list.
+    pub deny: Vec<String>,
+}
+
+impl Default for ExecConfig {
+    fn default() -> Self {
+        ExecConfig {
+            timeout_secs: 60,
+            max_output_chars: 10_000,
+            deny: Vec::new(),
+        }
+    }
+}
+
+/// `[tools.web]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebConfig {
+    /// Allow fetching private, loopback and link-local addresses.
+    pub allow_private: bool,
+    /// Seconds for one fetch.
+    pub timeout_secs: u64,
+    /// Bytes read from a response at most.
+    pub max_bytes: usize,
+    /// Characters of extracted text returned at most.
+    pub max_chars: usize,
+}
+
+impl Default for WebConfig {
+    fn default() -> Self {
+        WebConfig {
+            allow_private: false,
+            timeout_secs: 30,
+            max_bytes: 2_000_000,
+            max_chars: 50_000,
+        }
+    }
 }
 
 /// `[session]`
@@ -147,25 +312,25 @@ impl Config {
                 var: var.clone(),
                 message,
             };
-            match parts.as_slice() {
-                [key] if !key.is_empty() => {
-                    table.insert(key.clone(), value);
-                }
-                [section, key] if !section.is_empty() && !key.is_empty() => {
-                    let entry = table
-                        .entry(section.clone())
-                        .or_insert_with(|| toml::Value::Table(Default::default()));
-                    let toml::Value::Table(t) = entry else {
-                        return Err(env_err(format!("`{section}` is not a section")));
-                    };
-                    t.insert(key.clone(), value);
-                }
-                _ => {
-                    return Err(env_err(
-                        "expected NANOGATE_<SECTION>__<KEY> or NANOGATE_<KEY>".into(),
-                    ));
-                }
+            let Some((last, sections)) = parts
+                .split_last()
+                .filter(|_| parts.iter().all(|p| !p.is_empty()))
+            else {
+                return Err(env_err(
+                    "expected NANOGATE_<SECTION>__<KEY> or NANOGATE_<KEY>".into(),
+                ));
+            };
+            let mut table_ref = &mut table;
+            for section in sections {
+                let entry = table_ref
+                    .entry(section.clone())
+                    .or_insert_with(|| toml::Value::Table(Default::default()));
+                let toml::Value::Table(t) = entry else {
+                    return Err(env_err(format!("`{section}` is not a section")));
+                };
+                table_ref = t;
             }
+            table_ref.insert(last.clone(), value);
             overridden.push(var);
         }
         if overridden.is_empty() {
@@ -234,6 +399,8 @@ mod tests {
         .unwrap();
         assert_eq!(c.session.durability, Durability::Os);
         assert_eq!(c.session.cache_idle_minutes, 5);
+        let c = parse("", &[("NANOGATE_TOOLS__EXEC__TIMEOUT_SECS", "5")]).unwrap();
+        assert_eq!(c.tools.exec.timeout_secs, 5);
         let c = parse("", &[("NANOGATE_WORKSPACE", "/tmp/ws")]).unwrap();
         assert_eq!(c.workspace.as_deref(), Some(Path::new("/tmp/ws")));
     }

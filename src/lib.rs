@@ -4,7 +4,9 @@
 //! code. `json` is the Python-compatible codec, `session` the nanobot-compatible session store, `config` the
 //! configuration file and its environment overrides.
 
+pub mod bus;
 pub mod cli;
 pub mod config;
 pub mod json;
 pub mod session;
+pub mod tools;
