@@ -4,9 +4,12 @@
 //! code. `json` is the Python-compatible codec, `session` the nanobot-compatible session store, `config` the
 //! configuration file and its environment overrides.
 
+pub mod agent;
 pub mod bus;
+pub mod channels;
 pub mod cli;
 pub mod config;
 pub mod json;
+pub mod provider;
 pub mod session;
 pub mod tools;

@@ -1,5 +1,7 @@
 //! The command line: global options, one subcommand per file.
 
+mod agent;
+mod onboard;
 mod sessions;
 
 use std::path::PathBuf;
@@ -7,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 
 /// nanogate: a fast, nanobot-compatible chat gateway for your personal LLM agent.
 #[derive(Debug, Parser)]
@@ -30,6 +32,21 @@ pub enum Command {
     /// Inspect, check and repair session files.
     #[command(subcommand)]
     Sessions(sessions::SessionsCommand),
+    /// Talk to the agent in the terminal, or send one message with -m.
+    Agent {
+        /// Send this one message, print the reply and exit.
+        #[arg(short, long)]
+        message: Option<String>,
+        /// The session key.
+        #[arg(short, long, default_value = "cli:direct")]
+        session: String,
+    },
+    /// Write a starter config and the workspace templates (never overwrites without --force).
+    Onboard {
+        /// Overwrite existing files.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// What every command starts from: the loaded config and the workspace it points at.
@@ -38,6 +55,8 @@ pub struct Context {
     pub config: Config,
     /// The workspace directory.
     pub workspace: PathBuf,
+    /// The config file (it may not exist).
+    pub config_path: PathBuf,
 }
 
 impl Context {
@@ -49,10 +68,28 @@ impl Context {
 
 /// Runs the parsed command line; returns the process exit code.
 pub async fn run(cli: Cli) -> Result<i32> {
-    let (config, _path) = Config::load(cli.config.as_deref())?;
+    let loaded = Config::load(cli.config.as_deref());
+    // `onboard` is how a config file comes to exist: a missing one is not an error there.
+    let (config, config_path) = match (loaded, &cli.command, &cli.config) {
+        (Err(ConfigError::Read { source, .. }), Command::Onboard { .. }, Some(path))
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            (Config::default(), crate::config::expand_tilde(path))
+        }
+        (loaded, _, _) => loaded?,
+    };
     let workspace = config.workspace_dir(cli.workspace.as_deref())?;
-    let ctx = Context { config, workspace };
+    let ctx = Context {
+        config,
+        workspace,
+        config_path,
+    };
     match cli.command {
         Command::Sessions(cmd) => sessions::run(&ctx, cmd).await,
+        Command::Agent { message, session } => agent::run(&ctx, session, message).await,
+        Command::Onboard { force } => {
+            onboard::run(&ctx.config_path, &ctx.workspace, force)?;
+            Ok(0)
+        }
     }
 }

@@ -14,6 +14,31 @@ use crate::bus::Outbound;
 use crate::config::ToolsConfig;
 use crate::json::{Json, Object};
 
+pub mod exec;
+pub mod files;
+pub mod message;
+pub mod path;
+pub mod web;
+
+pub use exec::Exec;
+pub use files::{EditFile, ListDir, ReadFile, WriteFile};
+pub use message::Message;
+pub use web::WebFetch;
+
+/// A registry with the built-in tools: `read_file`, `write_file`, `edit_file`, `list_dir`, `exec`, `web_fetch`
+/// and `message`. They take everything call-specific from the [`ToolContext`], so one registry serves all chats.
+pub fn default_registry() -> ToolRegistry {
+    let mut registry = ToolRegistry::new();
+    registry.register(Arc::new(ReadFile));
+    registry.register(Arc::new(WriteFile));
+    registry.register(Arc::new(EditFile));
+    registry.register(Arc::new(ListDir));
+    registry.register(Arc::new(Exec));
+    registry.register(Arc::new(WebFetch::new()));
+    registry.register(Arc::new(Message));
+    registry
+}
+
 /// The future a tool call returns.
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<String, ToolError>> + Send + 'a>>;
 

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: fixture paths, temp workspaces, Python.
 #![allow(dead_code)]
 
+pub mod fake_openai;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

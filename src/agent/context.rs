@@ -1,0 +1,208 @@
+//! What the model sees at the start of a turn: the system prompt and the message list.
+//!
+//! The system prompt is built fresh for every turn from: who the agent is, the current date and time with the
+//! timezone, the channel and chat id, the workspace's instruction files (`AGENTS.md`, `SOUL.md`, `USER.md`,
+//! `TOOLS.md`, `IDENTITY.md`, where present), the long-term memory (`memory/MEMORY.md`), and the list of skills
+//! (`skills/*/SKILL.md` with their descriptions; the model reads a skill's file with `read_file` when it needs it).
+
+use std::path::Path;
+
+use crate::bus::Inbound;
+use crate::json::{Json, Object};
+
+/// The workspace files put into the system prompt, in this order.
+pub const BOOTSTRAP_FILES: [&str; 5] =
+    ["AGENTS.md", "SOUL.md", "USER.md", "TOOLS.md", "IDENTITY.md"];
+
+/// Largest part of any one workspace file put into the prompt; a runaway file must not fill the context.
+const MAX_FILE_CHARS: usize = 20_000;
+
+/// The system prompt for a turn in `channel:chat_id`.
+pub fn system_prompt(workspace: &Path, channel: &str, chat_id: &str) -> String {
+    let now = chrono::Local::now();
+    let mut parts = vec![format!(
+        "# nanogate\n\nYou are a personal assistant running in nanogate. You have tools to read, write and edit \
+         files in your workspace, run shell commands, fetch web pages and send messages. Be concise; use tools \
+         when they help, and say plainly when something failed.\n\n\
+         Current time: {} ({}, UTC{})\nChannel: {channel}\nChat ID: {chat_id}\nWorkspace: {}",
+        now.format("%Y-%m-%d %H:%M (%A)"),
+        local_zone_name(),
+        now.format("%:z"),
+        workspace.display()
+    )];
+    for name in BOOTSTRAP_FILES {
+        if let Some(text) = read_capped(&workspace.join(name)) {
+            parts.push(format!("## {name}\n\n{text}"));
+        }
+    }
+    if let Some(memory) =
+        read_capped(&workspace.join("memory/MEMORY.md")).filter(|m| !m.trim().is_empty())
+    {
+        parts.push(format!("# Memory\n\n{memory}"));
+    }
+    let skills = skills(workspace);
+    if !skills.is_empty() {
+        let mut s = String::from(
+            "# Skills\n\nSkills extend what you can do. To use one, read its SKILL.md with read_file first.\n",
+        );
+        for (name, description, path) in skills {
+            s.push_str(&format!("\n- {name}: {description} ({path})"));
+        }
+        parts.push(s);
+    }
+    parts.join("\n\n---\n\n")
+}
+
+/// The IANA zone name when the system says it (TZ or /etc/localtime), else "local time".
+fn local_zone_name() -> String {
+    if let Ok(tz) = std::env::var("TZ")
+        && !tz.is_empty()
+    {
+        return tz.trim_start_matches(':').to_owned();
+    }
+    std::fs::read_link("/etc/localtime")
+        .ok()
+        .and_then(|p| {
+            let s = p.to_string_lossy().into_owned();
+            s.split_once("zoneinfo/").map(|(_, zone)| zone.to_owned())
+        })
+        .unwrap_or_else(|| "local time".into())
+}
+
+fn read_capped(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    if text.chars().count() <= MAX_FILE_CHARS {
+        return Some(text);
+    }
+    let cut: String = text.chars().take(MAX_FILE_CHARS).collect();
+    Some(format!(
+        "{cut}\n\n[{}: cut at {MAX_FILE_CHARS} characters]",
+        path.display()
+    ))
+}
+
+/// `(name, description, relative path)` of each `skills/<name>/SKILL.md`, sorted by name.
+pub fn skills(workspace: &Path) -> Vec<(String, String, String)> {
+    let Ok(entries) = std::fs::read_dir(workspace.join("skills")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, String, String)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let dir_name = e.file_name().to_string_lossy().into_owned();
+            let text = std::fs::read_to_string(e.path().join("SKILL.md")).ok()?;
+            let (name, description) = frontmatter(&text);
+            Some((
+                name.unwrap_or_else(|| dir_name.clone()),
+                description.unwrap_or_else(|| first_line(&text)),
+                format!("skills/{dir_name}/SKILL.md"),
+            ))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `name:` and `description:` from a `---` front-matter block.
+fn frontmatter(text: &str) -> (Option<String>, Option<String>) {
+    let mut lines = text.lines();
+    if lines.next().map(str::trim) != Some("---") {
+        return (None, None);
+    }
+    let (mut name, mut description) = (None, None);
+    for line in lines.take_while(|l| l.trim() != "---") {
+        let clean = |v: &str| v.trim().trim_matches(|c| c == '"' || c == '\'').to_owned();
+        if let Some(v) = line.strip_prefix("name:") {
+            name = Some(clean(v));
+        } else if let Some(v) = line.strip_prefix("description:") {
+            description = Some(clean(v));
+        }
+    }
+    (name, description)
+}
+
+fn first_line(text: &str) -> String {
+    text.lines()
+        .map(|l| l.trim().trim_start_matches('#').trim())
+        .find(|l| !l.is_empty() && *l != "---")
+        .unwrap_or("(no description)")
+        .to_owned()
+}
+
+/// The user's message as the model gets it: the text, plus a line per attached file. Images are referenced by
+/// path in the text so the session file stays small and readable.
+pub fn user_content(inbound: &Inbound) -> Json {
+    let mut text = inbound.text.clone();
+    for path in &inbound.media {
+        let kind = match path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            Some("png" | "jpg" | "jpeg" | "gif" | "webp") => "image",
+            _ => "file",
+        };
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&format!("[{kind}: {}]", path.display()));
+    }
+    Json::String(text)
+}
+
+/// `{"role": role, "content": content}`.
+pub fn message(role: &str, content: Json) -> Json {
+    let mut o = Object::new();
+    o.insert("role", Json::str(role));
+    o.insert("content", content);
+    Json::Object(o)
+}
+
+/// A rough token count (4 characters a token), enough for budgets and `/status`.
+pub fn estimate_tokens(messages: &[Json], tools: Option<&Json>) -> usize {
+    let chars: usize = messages
+        .iter()
+        .map(|m| m.to_python().chars().count())
+        .sum::<usize>()
+        + tools.map_or(0, |t| t.to_python().chars().count());
+    chars.div_ceil(4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompt_has_files_memory_and_skills_in_order() {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("SOUL.md"), "soul text").unwrap();
+        std::fs::write(ws.path().join("AGENTS.md"), "agents text").unwrap();
+        std::fs::create_dir_all(ws.path().join("memory")).unwrap();
+        std::fs::write(ws.path().join("memory/MEMORY.md"), "likes tea").unwrap();
+        std::fs::create_dir_all(ws.path().join("skills/weather")).unwrap();
+        std::fs::write(
+            ws.path().join("skills/weather/SKILL.md"),
+            "---\nname: weather\ndescription: \"Forecasts\"\n---\nbody",
+        )
+        .unwrap();
+        let p = system_prompt(ws.path(), "telegram", "42");
+        let pos = |s: &str| p.find(s).unwrap_or_else(|| panic!("{s} missing in {p}"));
+        assert!(pos("Channel: telegram") < pos("## AGENTS.md"));
+        assert!(pos("## AGENTS.md") < pos("## SOUL.md"));
+        assert!(pos("## SOUL.md") < pos("# Memory"));
+        assert!(pos("likes tea") < pos("- weather: Forecasts (skills/weather/SKILL.md)"));
+        assert!(p.contains("Chat ID: 42"));
+        assert!(!p.contains("USER.md"));
+    }
+
+    #[test]
+    fn media_become_references() {
+        let mut m = Inbound::text("telegram", "1", "look");
+        m.media = vec!["/w/media/a.JPG".into(), "/w/media/b.pdf".into()];
+        assert_eq!(
+            user_content(&m),
+            Json::str("look\n[image: /w/media/a.JPG]\n[file: /w/media/b.pdf]")
+        );
+    }
+}
