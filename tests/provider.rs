@@ -3,8 +3,9 @@
 
 mod common;
 
+use std::cell::RefCell;
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use common::fake_openai::{FakeOpenAi, error_body};
@@ -16,6 +17,7 @@ use tokio::time::Instant;
 const KEY: &str = "sk-test-SECRET-0123456789";
 
 fn config(api_base: &str) -> ProviderConfig {
+    capture_logs();
     ProviderConfig {
         api_base: api_base.to_owned(),
         api_key: Some(KEY.to_owned()),
@@ -312,14 +314,8 @@ async fn rejected_key_names_api_base_and_hides_key() {
 
 #[tokio::test(start_paused = true)]
 async fn logs_never_contain_the_key() {
-    let logs = Arc::new(Mutex::new(Vec::new()));
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || LogWriter(writer.clone()))
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    capture_logs();
+    take_logs();
 
     let server = FakeOpenAi::start().await;
     server.push_json(
@@ -337,7 +333,7 @@ async fn logs_never_contain_the_key() {
     );
     assert_no_key(&e);
 
-    let logs = String::from_utf8(logs.lock().unwrap().clone()).unwrap();
+    let logs = take_logs();
     assert!(
         logs.contains("retrying") && logs.contains("503") && logs.contains("attempt=1"),
         "{logs}"
@@ -547,12 +543,39 @@ fn configuration_errors_at_new() {
     assert!(!format!("{p:?}").contains("pw"));
 }
 
-/// Collects log output for `logs_never_contain_the_key`.
-struct LogWriter(Arc<Mutex<Vec<u8>>>);
+/// Sends every log event, at every level, to a buffer of the thread that emitted it, for the whole test binary.
+///
+/// A global subscriber installed before any test reaches a log call site, rather than a scoped one in the one
+/// test that reads logs: tracing caches each call site's interest globally, and a call site first reached by a
+/// concurrent test without a subscriber could stay disabled. Every test calls this (through `config`), and each
+/// runs on its own current-thread runtime, so a test's buffer holds its own client's and server's events.
+fn capture_logs() {
+    static INSTALLED: OnceLock<()> = OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(|| ThreadLog)
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber");
+    });
+}
 
-impl Write for LogWriter {
+thread_local! {
+    static LOG: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Takes this thread's captured log output.
+fn take_logs() -> String {
+    String::from_utf8_lossy(&LOG.with(|l| std::mem::take(&mut *l.borrow_mut()))).into_owned()
+}
+
+/// Appends to this thread's log buffer.
+struct ThreadLog;
+
+impl Write for ThreadLog {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
+        LOG.with(|l| l.borrow_mut().extend_from_slice(buf));
         Ok(buf.len())
     }
 

@@ -92,11 +92,7 @@ pub fn render_markdown(md: &str) -> String {
                     _ => out.push_str("• "),
                 }
             }
-            Event::End(TagEnd::Item) => {
-                if !out.ends_with('\n') {
-                    out.push('\n');
-                }
-            }
+            Event::End(TagEnd::Item) if !out.ends_with('\n') => out.push('\n'),
             Event::Start(Tag::Link { dest_url, .. }) => {
                 link = Some(dest_url.to_string());
                 push_style(&mut out, &mut styles, UNDERLINE);

@@ -145,6 +145,19 @@ impl ProviderError {
         }
     }
 
+    /// The HTTP status behind the error, if the server answered (for an exhausted retry: the last one's).
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ProviderError::Auth { status, .. }
+            | ProviderError::Refused { status, .. }
+            | ProviderError::Server { status, .. } => Some(*status),
+            ProviderError::ModelNotFound { .. } => Some(404),
+            ProviderError::RateLimited { .. } => Some(429),
+            ProviderError::Unavailable { last, .. } => last.status(),
+            _ => None,
+        }
+    }
+
     /// One line for a chat reply: what failed, without URLs, server messages or secrets (those go to the log).
     pub fn short(&self) -> String {
         match self {
@@ -212,6 +225,12 @@ impl ErrorContext<'_> {
                 api_base,
                 url: self.url.to_owned(),
                 route_unknown: !mentions_model(&message, self.model),
+                message,
+            },
+            // OpenAI answers 429 when the account is out of credit; waiting will not help.
+            429 if body.contains("insufficient_quota") => ProviderError::Refused {
+                api_base,
+                status,
                 message,
             },
             429 => ProviderError::RateLimited { api_base, message },
@@ -380,6 +399,18 @@ mod tests {
             "model m1 not found at http://h/v1 (HTTP 404): 404 page not found \
              (called POST http://h/v1/chat/completions; is provider.api_base right?)"
         );
+    }
+
+    #[test]
+    fn quota_is_not_retried() {
+        let e = ctx().status_error(
+            429,
+            r#"{"error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}}"#,
+        );
+        assert!(!e.is_retryable(), "{e:?}");
+        assert_eq!(e.status(), Some(429));
+        let e = ctx().status_error(429, r#"{"error": {"message": "slow down"}}"#);
+        assert!(e.is_retryable(), "{e:?}");
     }
 
     #[test]

@@ -113,7 +113,6 @@ impl std::fmt::Debug for Provider {
 /// A failed attempt: the error, and how long the server asked us to wait before the next one.
 struct Failure {
     error: ProviderError,
-    status: Option<u16>,
     retry_after: Option<Duration>,
 }
 
@@ -258,7 +257,7 @@ impl Provider {
                 .unwrap_or_else(|| retry::backoff(attempt));
             warn!(
                 api_base = %self.display_base,
-                status = failure.status.map_or_else(|| "none".to_owned(), |s| s.to_string()),
+                status = failure.error.status().map_or_else(|| "none".to_owned(), |s| s.to_string()),
                 attempt,
                 of = attempts,
                 wait_ms = wait.as_millis() as u64,
@@ -275,7 +274,6 @@ impl Provider {
         let ctx = self.error_context();
         let transport = |e: reqwest::Error| Failure {
             error: ctx.transport_error(&e, self.timeout_secs),
-            status: None,
             retry_after: None,
         };
         let response = self
@@ -296,14 +294,12 @@ impl Provider {
         if !(200..300).contains(&status) {
             return Err(Failure {
                 error: ctx.status_error(status, &text),
-                status: Some(status),
                 retry_after,
             });
         }
         response::parse(&text, &ctx).map_err(|error| Failure {
             // A 200 carrying an error object may still be retryable (see `response::error_in_success`).
             error,
-            status: Some(status),
             retry_after: None,
         })
     }
