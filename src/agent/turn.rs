@@ -55,7 +55,24 @@ pub async fn run(agent: &Agent, inbound: &Inbound, cancel: &CancellationToken) -
     messages.push(context::message("user", user_content.clone()));
 
     let mut produced: Vec<Object> = Vec::new();
-    let ending = model_loop(agent, inbound, &mut messages, &mut produced, cancel).await;
+    let mut stats = TurnStats::default();
+    let ending = model_loop(
+        agent,
+        inbound,
+        &mut messages,
+        &mut produced,
+        &mut stats,
+        cancel,
+    )
+    .await;
+    info!(
+        session = %key,
+        model_calls = stats.model_calls,
+        tool_calls = stats.tool_calls,
+        prompt_tokens = stats.prompt_tokens,
+        completion_tokens = stats.completion_tokens,
+        "turn finished"
+    );
 
     let (reply, saved) = match ending {
         Ending::Answer(text) => (Some(Reply::ok(text)), produced),
@@ -98,11 +115,21 @@ pub async fn run(agent: &Agent, inbound: &Inbound, cancel: &CancellationToken) -
     }
 }
 
+/// What a turn used, for the log line that ends it.
+#[derive(Default)]
+struct TurnStats {
+    model_calls: u32,
+    tool_calls: usize,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+}
+
 async fn model_loop(
     agent: &Agent,
     inbound: &Inbound,
     messages: &mut Vec<Json>,
     produced: &mut Vec<Object>,
+    stats: &mut TurnStats,
     cancel: &CancellationToken,
 ) -> Ending {
     let tools = agent.tools.schemas();
@@ -123,6 +150,12 @@ async fn model_loop(
             Ok(r) => r,
             Err(e) => return Ending::ModelError(e),
         };
+        stats.model_calls += 1;
+        stats.tool_calls += response.tool_calls.len();
+        if let Some(u) = &response.usage {
+            stats.prompt_tokens += u.prompt_tokens;
+            stats.completion_tokens += u.completion_tokens;
+        }
         if response.tool_calls.is_empty() {
             let text = response.content.clone().unwrap_or_default();
             if !text.is_empty() || response.reasoning_content.is_some() {

@@ -114,6 +114,10 @@ pub async fn run(ctx: &Context, session: String, message: Option<String>) -> Res
         }
         if let Some(ed) = editor.as_mut() {
             let _ = ed.add_history_entry(text);
+            // Saved at once, so a terminal that is closed without Ctrl-D keeps the history too.
+            if let Some(path) = &history {
+                let _ = ed.save_history(path);
+            }
         }
         let spin = Spinner::start("thinking…");
         tokio::select! {
@@ -130,9 +134,6 @@ pub async fn run(ctx: &Context, session: String, message: Option<String>) -> Res
                 println!("(stopped)");
             }
         }
-    }
-    if let (Some(path), Some(ed)) = (history, editor.as_mut()) {
-        let _ = ed.save_history(&path);
     }
     printer.abort();
     Ok(0)

@@ -26,6 +26,13 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Whether this is the interactive terminal conversation (`agent` without `-m`).
+    pub fn is_interactive(&self) -> bool {
+        matches!(self.command, Command::Agent { message: None, .. })
+    }
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
