@@ -7,8 +7,6 @@
 //! 3. tool results larger than [`LARGE_TOOL_RESULT_CHARS`] are shortened to `[<tool>: truncated, was N chars]`,
 //!    except the last two tool results, which stay whole.
 
-use std::collections::HashSet;
-
 use crate::json::{Json, Object};
 
 /// Tool results above this size count as large for rule 3.
@@ -22,7 +20,8 @@ fn role(m: &Json) -> Option<&str> {
     m.as_object()?.get("role")?.as_str()
 }
 
-fn call_ids(m: &Json) -> Vec<String> {
+/// `(id, function name)` of each tool call of an assistant message.
+fn calls(m: &Json) -> Vec<(String, String)> {
     let Some(calls) = m
         .as_object()
         .and_then(|o| o.get("tool_calls"))
@@ -32,7 +31,16 @@ fn call_ids(m: &Json) -> Vec<String> {
     };
     calls
         .iter()
-        .filter_map(|c| c.as_object()?.get("id")?.as_str().map(str::to_owned))
+        .filter_map(|c| {
+            let c = c.as_object()?;
+            let id = c.get("id")?.as_str()?.to_owned();
+            let name = c
+                .get("function")
+                .and_then(Json::as_object)
+                .and_then(|f| f.get("name"))
+                .and_then(Json::as_str);
+            Some((id, name.unwrap_or("tool").to_owned()))
+        })
         .collect()
 }
 
@@ -45,49 +53,24 @@ pub fn repair(history: Vec<Json>) -> Vec<Json> {
     let mut out: Vec<Json> = Vec::with_capacity(history.len());
     // Calls of the latest assistant message still waiting for a result, with their tool names.
     let mut pending: Vec<(String, String)> = Vec::new();
-    let mut answered: HashSet<String> = HashSet::new();
     for m in history {
         if role(&m) == Some("tool") {
             let id = result_id(&m).unwrap_or_default().to_owned();
             if let Some(pos) = pending.iter().position(|(p, _)| *p == id) {
                 pending.remove(pos);
-                answered.insert(id);
                 out.push(m);
             }
             continue;
         }
         flush_missing(&mut out, &mut pending);
         if role(&m) == Some("assistant") {
-            let names = call_names(&m);
-            pending = call_ids(&m).into_iter().zip(names).collect();
+            pending = calls(&m);
         }
         out.push(m);
     }
     flush_missing(&mut out, &mut pending);
     shorten_old_results(&mut out);
     out
-}
-
-fn call_names(m: &Json) -> Vec<String> {
-    let Some(calls) = m
-        .as_object()
-        .and_then(|o| o.get("tool_calls"))
-        .and_then(Json::as_array)
-    else {
-        return Vec::new();
-    };
-    calls
-        .iter()
-        .map(|c| {
-            c.as_object()
-                .and_then(|c| c.get("function"))
-                .and_then(Json::as_object)
-                .and_then(|f| f.get("name"))
-                .and_then(Json::as_str)
-                .unwrap_or("tool")
-                .to_owned()
-        })
-        .collect()
 }
 
 fn flush_missing(out: &mut Vec<Json>, pending: &mut Vec<(String, String)>) {
