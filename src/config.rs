@@ -49,7 +49,7 @@ pub struct ProviderConfig {
     pub max_tokens: u32,
     /// Sampling temperature.
     pub temperature: f64,
-    /// Seconds to wait for one HTTP response before giving up on that attempt.
+    /// Seconds to wait for one HTTP response before giving up on that attempt (0: no limit).
     pub request_timeout_secs: u64,
     /// Retries after a 429, a 5xx or a connection error (with backoff and jitter).
     pub max_retries: u32,
