@@ -290,7 +290,7 @@ async fn too_many_tool_rounds_end_with_a_clear_message() {
         .expect("file")
         .session;
     assert_eq!(lines.len(), 1 + 1 + 3 * 2 + 1);
-    assert_eq!(history.history(500).expect("history").len(), 8);
+    assert_eq!(history.history(500).len(), 8);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

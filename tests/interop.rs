@@ -377,12 +377,12 @@ fn nanogate_and_nanobot_read_and_write_each_others_sessions() {
         );
         assert_eq!(
             theirs.get("history"),
-            Some(&Json::Array(s.history(500).expect("history"))),
+            Some(&Json::Array(s.history(500))),
             "{k}"
         );
         assert_eq!(
             theirs.get("history6"),
-            Some(&Json::Array(s.history(6).expect("history"))),
+            Some(&Json::Array(s.history(6))),
             "{k}"
         );
         assert_eq!(

@@ -121,7 +121,7 @@ fn history_matches_nanobot_get_history_for_every_fixture_session() {
             "{k}"
         );
         for (variant, max) in [("get_history(max_messages=6)", 6), ("get_history()", 500)] {
-            let ours = Json::Array(s.history(max).expect("history"));
+            let ours = Json::Array(s.history(max));
             assert_eq!(&ours, want.get(variant).expect("variant"), "{k} {variant}");
             checked += 1;
         }
@@ -136,27 +136,27 @@ fn history_edge_cases_follow_python_slicing() {
     let rt = tokio::runtime::Runtime::new().expect("rt");
     let h = rt.block_on(st.get("t:1")).expect("get");
     let mut s = h.lock();
-    assert!(s.history(500).expect("h").is_empty());
+    assert!(s.history(500).is_empty());
     let mut tool = Object::new();
     tool.insert("tool_call_id", Json::str("c1"));
     tool.insert("name", Json::str("exec"));
     s.add_message("tool", Json::str("orphan result"), tool);
     s.add_message("assistant", Json::Null, Object::new());
     // No user message at all: nothing is dropped.
-    assert_eq!(s.history(500).expect("h").len(), 2);
+    assert_eq!(s.history(500).len(), 2);
     s.add_message("user", Json::str("hi"), Object::new());
     let mut without_content = Object::new();
     without_content.insert("role", Json::str("assistant"));
     s.push(without_content);
-    let h500 = Json::Array(s.history(500).expect("h")).to_python();
+    let h500 = Json::Array(s.history(500)).to_python();
     assert_eq!(
         h500,
         r#"[{"role": "user", "content": "hi"}, {"role": "assistant", "content": ""}]"#
     );
     // max 0 is Python's [-0:]: everything.
-    assert_eq!(s.history(0).expect("h").len(), 2);
+    assert_eq!(s.history(0).len(), 2);
     assert_eq!(
-        Json::Array(s.history(1).expect("h")).to_python(),
+        Json::Array(s.history(1)).to_python(),
         r#"[{"role": "assistant", "content": ""}]"#
     );
 }
@@ -358,7 +358,7 @@ fn repair(d: &Damaged) -> (Vec<String>, Vec<u8>, Vec<nanogate::session::Problem>
     let loaded = load_file(&d.path, Some("t:1"))
         .expect("read")
         .expect("exists");
-    let _ = loaded.session.history(500).expect("history");
+    let _ = loaded.session.history(500);
     nanogate::session::check_dir(&d.ws.join("sessions")).expect("check");
     assert_eq!(read(&d.path), original, "reading must not change the file");
     assert_eq!(
@@ -699,4 +699,26 @@ fn a_same_size_edit_behind_our_back_is_noticed_too() {
         .find(|p| p.to_string_lossy().contains(".conflict-"))
         .expect("the edited version is kept");
     assert_eq!(String::from_utf8(read(&kept)).expect("utf8"), edited);
+}
+
+#[test]
+fn a_deferred_load_skips_bad_lines_in_history_and_repairs_them_at_the_first_write() {
+    let d = damaged(format!("{HEADER}\n{M1}\n{{\"oops\": tru}}\n{M2}\n").as_bytes());
+    let loaded = nanogate::session::load_file_deferred(&d.path, Some("t:1"))
+        .expect("read")
+        .expect("exists");
+    // The bad line looked like an object, so it was not checked yet: no problem reported, nothing written.
+    assert!(loaded.problems.is_empty());
+    let history = Json::Array(loaded.session.history(500)).to_python();
+    assert_eq!(
+        history, r#"[{"role": "assistant", "content": "two"}]"#,
+        "watermark 1 skips M1; the bad line is left out"
+    );
+    // The store loads this way; its first write still moves the line to the sidecar.
+    let (lines, side, _) = repair(&d);
+    assert_eq!(
+        contents(&lines),
+        ["one", "two", "after repair", "re: after repair"]
+    );
+    assert_eq!(side, b"{\"oops\": tru}\n");
 }

@@ -47,8 +47,7 @@ pub async fn status(agent: &Agent, key: &str, channel: &str, chat_id: &str) -> R
             (
                 s.len(),
                 s.unconsolidated(),
-                s.history(agent.config.agent.memory_window)
-                    .unwrap_or_default(),
+                s.history(agent.config.agent.memory_window),
             )
         }
         Err(e) => return Reply::error(format!("Could not read this conversation: {e}")),

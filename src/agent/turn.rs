@@ -38,10 +38,7 @@ pub async fn run(agent: &Agent, inbound: &Inbound, cancel: &CancellationToken) -
             )));
         }
     };
-    let history = handle.lock().history(agent.config.agent.memory_window).unwrap_or_else(|e| {
-        warn!(session = %key, "a history line could not be parsed ({e}); answering without history");
-        Vec::new()
-    });
+    let history = handle.lock().history(agent.config.agent.memory_window);
     let user_content = context::user_content(inbound);
     let mut messages = vec![context::message(
         "system",

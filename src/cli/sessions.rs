@@ -1,6 +1,6 @@
 //! `nanogate sessions list | show | check | repair`.
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 use clap::Subcommand;
 
 use super::Context;
@@ -74,10 +74,7 @@ pub async fn run(ctx: &Context, cmd: SessionsCommand) -> Result<i32> {
                     dir.display()
                 );
             };
-            let history = loaded
-                .session
-                .history(max)
-                .context("a message line could not be parsed")?;
+            let history = loaded.session.history(max);
             if json {
                 println!("{}", Json::Array(history).to_python_indent(2));
             } else {

@@ -76,7 +76,8 @@ fn python_float_repr(x: f64) -> String {
         Some(m) => ("-", m),
         None => ("", mantissa),
     };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let mut digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    round_half_even(x, &mut digits, exp);
     // Position of the decimal point relative to the start of `digits` (Python's `decpt`).
     let decpt = exp + 1;
     let mut out = String::from(sign);
@@ -108,6 +109,39 @@ fn python_float_repr(x: f64) -> String {
     out
 }
 
+/// Rust's shortest digits break an exact tie upwards, Python's (David Gay's dtoa) to the even digit: for
+/// 1176775249024928.25, Rust prints `…928.3` and Python `…928.2`. When the exact value of `x` lies exactly halfway
+/// between `digits` and the same digits with the last one lowered by one, and that last digit is odd, take the
+/// lower (even) neighbour if it also reads back as `x`.
+fn round_half_even(x: f64, digits: &mut String, exp: i32) {
+    let last = digits.as_bytes().last().copied().unwrap_or(b'0');
+    if (last - b'0').is_multiple_of(2) {
+        return;
+    }
+    // 800 significant digits are more than a double's exact expansion ever needs (at most 767).
+    let exact = format!("{:.800e}", x.abs());
+    let (exact_mantissa, exact_exp) = exact.split_once('e').unwrap_or((&exact, "0"));
+    if exact_exp.parse::<i32>().ok() != Some(exp) {
+        return;
+    }
+    let exact_digits: Vec<u8> = exact_mantissa.bytes().filter(|b| *b != b'.').collect();
+    let n = digits.len();
+    let mut lower = digits.clone().into_bytes();
+    lower[n - 1] -= 1;
+    let is_tie = exact_digits.len() > n
+        && exact_digits[..n] == lower[..]
+        && exact_digits[n] == b'5'
+        && exact_digits[n + 1..].iter().all(|&d| d == b'0');
+    if !is_tie {
+        return;
+    }
+    let lower = String::from_utf8(lower).unwrap_or_default();
+    let candidate = format!("{}0.{lower}e{}", if x < 0.0 { "-" } else { "" }, exp + 1);
+    if candidate.parse::<f64>().ok() == Some(x) {
+        *digits = lower;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::python_float_repr as repr;
@@ -128,6 +162,7 @@ mod tests {
             (5e-324, "5e-324"),
             (1.7976931348623157e308, "1.7976931348623157e+308"),
             (12345678901234567.0, "1.2345678901234568e+16"),
+            (f64::from_bits(0x4310b9155acb5e81), "1176775249024928.2"),
             (f64::NAN, "NaN"),
             (f64::INFINITY, "Infinity"),
             (f64::NEG_INFINITY, "-Infinity"),

@@ -302,25 +302,25 @@ impl<'a> Parser<'a> {
         let mut plain = true;
         loop {
             let rest = &self.b[self.pos..];
-            let Some(i) = memchr::memchr2(b'"', b'\\', rest) else {
+            let Some(i) = find_special(rest) else {
                 return Err(self.err("unterminated string"));
             };
-            let run = &rest[..i];
-            if let Some(bad) = run.iter().position(|&c| c < 0x20) {
-                self.pos += bad;
-                return Err(self.err("control character inside a string (must be escaped)"));
-            }
             if let Some(o) = out.as_deref_mut() {
-                // `run` is whole characters: it ends before an ASCII byte of the original &str.
-                o.push_str(std::str::from_utf8(run).unwrap_or_default());
+                // `rest[..i]` is whole characters: it ends before an ASCII byte of the original &str.
+                o.push_str(std::str::from_utf8(&rest[..i]).unwrap_or_default());
             }
             self.pos += i;
-            if rest[i] == b'"' {
-                self.pos += 1;
-                return Ok(plain);
+            match rest[i] {
+                b'"' => {
+                    self.pos += 1;
+                    return Ok(plain);
+                }
+                b'\\' => {
+                    plain = false;
+                    self.escape(out.as_deref_mut())?;
+                }
+                _ => return Err(self.err("control character inside a string (must be escaped)")),
             }
-            plain = false;
-            self.escape(out.as_deref_mut())?;
         }
     }
 
@@ -431,9 +431,59 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// The first byte that ends a run of plain string content: `"`, `\\` or a control character (< 0x20).
+///
+/// Strings are most of a session line, so this is the validator's inner loop. It looks at eight bytes at a
+/// time (SWAR): for each target, a byte-wise "is zero" / "is less than" test on a `u64`. The lowest flagged
+/// byte is always a real match (borrows only propagate upwards), so its index is exact.
+fn find_special(b: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let mut i = 0;
+    while i + 8 <= b.len() {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&b[i..i + 8]);
+        let v = u64::from_le_bytes(word);
+        let quote = v ^ (ONES * u64::from(b'"'));
+        let backslash = v ^ (ONES * u64::from(b'\\'));
+        let hits = (quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | (v.wrapping_sub(ONES * 0x20) & !v);
+        let hits = hits & HIGHS;
+        if hits != 0 {
+            return Some(i + (hits.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    b[i..]
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+        .map(|p| i + p)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn find_special_agrees_with_the_plain_loop() {
+        let samples: [&[u8]; 6] = [
+            b"plain text without specials at all, long enough",
+            b"abcdefg\"hij",
+            "ünïcödé 🙂 text \\ more".as_bytes(),
+            b"\x1fcontrol first",
+            b"1234567\x7f\x80\xff\"",
+            b"",
+        ];
+        for s in samples {
+            for start in 0..s.len().min(9) {
+                let slow = s[start..]
+                    .iter()
+                    .position(|&c| c == b'"' || c == b'\\' || c < 0x20);
+                assert_eq!(find_special(&s[start..]), slow, "{s:?} from {start}");
+            }
+        }
+    }
 
     #[test]
     fn shapes() {

@@ -1,7 +1,7 @@
 //! The model's view of a session: nanobot's `Session.get_history(max_messages)`.
 
 use super::Session;
-use crate::json::{Json, Object, ParseError};
+use crate::json::{Json, Object};
 
 impl Session {
     /// Exactly nanobot's `get_history(max_messages)`:
@@ -11,8 +11,9 @@ impl Session {
     /// 3. each entry reduced to `role`, `content` (`""` when absent), and `tool_calls`, `tool_call_id`, `name`
     ///    where present.
     ///
-    /// Only the lines in the window are parsed.
-    pub fn history(&self, max_messages: usize) -> Result<Vec<Json>, ParseError> {
+    /// Only the lines in the window are parsed. A line that is not a message (possible only in a file whose
+    /// lines are not yet checked, see `load_file_deferred`) is left out, as the first write will move it out.
+    pub fn history(&self, max_messages: usize) -> Vec<Json> {
         let start = self.last_consolidated.min(self.len());
         let unconsolidated = self.len() - start;
         let from = if max_messages == 0 {
@@ -21,13 +22,14 @@ impl Session {
             start + unconsolidated.saturating_sub(max_messages)
         };
         let window: Vec<Json> = (from..self.len())
-            .filter_map(|i| self.message(i))
-            .collect::<Result<_, _>>()?;
+            .filter_map(|i| self.message(i)?.ok())
+            .filter(|m| role_of(m).is_some())
+            .collect();
         let first_user = window
             .iter()
             .position(|m| role_of(m) == Some("user"))
             .unwrap_or(0);
-        Ok(window.into_iter().skip(first_user).map(llm_entry).collect())
+        window.into_iter().skip(first_user).map(llm_entry).collect()
     }
 }
 

@@ -15,6 +15,9 @@ use crate::json::{Json, LineShape, Object, validate};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// How nanobot starts every metadata line; such lines are always checked at load.
+const METADATA_PREFIX: &str = "{\"_type\": \"metadata\"";
+
 /// Something wrong with a session file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
@@ -33,9 +36,33 @@ pub struct Loaded {
     pub problems: Vec<Problem>,
 }
 
-/// Reads the session file at `path`; `None` when it does not exist. `key_hint` is the key asking for it, used
-/// when line 1 is missing or names no key.
+/// Reads the session file at `path` and checks every line; `None` when it does not exist. `key_hint` is the
+/// key asking for it, used when line 1 is missing or names no key. This is what `sessions check` and `list` use.
 pub fn load_file(path: &Path, key_hint: Option<&str>) -> Result<Option<Loaded>, SessionError> {
+    load(path, key_hint, Check::Full)
+}
+
+/// Like [`load_file`], but message lines that look like JSON objects are only checked before the first write
+/// (or never, for a session that is only read). Loading then costs little more than reading the file, which is
+/// what the store needs for long sessions; the model only ever reads the last few hundred lines, and
+/// [`Session::history`] leaves out any line in its window that turns out not to be a message.
+pub fn load_file_deferred(
+    path: &Path,
+    key_hint: Option<&str>,
+) -> Result<Option<Loaded>, SessionError> {
+    load(path, key_hint, Check::Deferred)
+}
+
+/// How much of a file is checked while loading.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Check {
+    /// Every line now.
+    Full,
+    /// Message lines before the first write.
+    Deferred,
+}
+
+fn load(path: &Path, key_hint: Option<&str>, check: Check) -> Result<Option<Loaded>, SessionError> {
     let mut file = match std::fs::File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -49,9 +76,61 @@ pub fn load_file(path: &Path, key_hint: Option<&str>) -> Result<Option<Loaded>, 
             Ok((bytes, meta.modified().ok()))
         };
     let (bytes, modified) = read(&mut file).map_err(|e| SessionError::read(path, e))?;
-    let mut loaded = parse_file(bytes, path.to_path_buf(), key_hint);
+    let mut loaded = parse_file(bytes, path.to_path_buf(), key_hint, check);
     loaded.session.disk.modified = modified;
     Ok(Some(loaded))
+}
+
+/// Moves the message lines a deferred load did not check, and that turn out not to be messages, into the
+/// damaged list (so the next write puts them in the sidecar). Called before the first write.
+pub(crate) fn check_deferred(s: &mut Session) {
+    let Some(lines) = s.disk.deferred_lines.take() else {
+        return;
+    };
+    let checked = lines.len().min(s.messages.len());
+    let mut bad = Vec::new();
+    for (i, text) in s.messages.texts_from(0).take(checked).enumerate() {
+        if let Some(reason) = not_a_message(validate(text)) {
+            bad.push((
+                i,
+                DamagedLine {
+                    line: lines[i] as usize,
+                    bytes: text.as_bytes().to_vec(),
+                    reason,
+                },
+            ));
+        }
+    }
+    if bad.is_empty() {
+        return;
+    }
+    let mut log = MessageLog::default();
+    let mut next_bad = bad.iter().map(|(i, _)| *i).peekable();
+    for (i, text) in s.messages.texts_from(0).enumerate() {
+        if next_bad.peek() == Some(&i) {
+            next_bad.next();
+        } else {
+            log.push_text(text);
+        }
+    }
+    s.messages = log;
+    s.last_consolidated = s.last_consolidated.min(s.messages.len());
+    s.disk.damaged.extend(bad.into_iter().map(|(_, d)| d));
+    s.disk.damaged.sort_by_key(|d| d.line);
+    s.disk.rewrite = true;
+}
+
+/// Why a checked line is not a message, or `None` when it is one.
+fn not_a_message(shape: Result<LineShape, crate::json::ParseError>) -> Option<String> {
+    match shape {
+        Ok(LineShape::Message) => None,
+        Ok(LineShape::Metadata) => Some("is an extra metadata line among the messages".into()),
+        Ok(LineShape::NotObject) => Some("is JSON but not an object".into()),
+        Ok(LineShape::ObjectWithoutRole) => {
+            Some("is an object without a string \"role\", so it is not a message".into())
+        }
+        Err(e) => Some(format!("is not valid JSON ({e})")),
+    }
 }
 
 /// A header line seen while scanning: its line number, its text span, and the raw bytes of the line.
@@ -63,7 +142,7 @@ struct HeaderLine {
 
 /// Scans the whole file; never fails: whatever cannot be used becomes a [`Problem`] and, where it holds bytes,
 /// a [`DamagedLine`].
-pub(crate) fn parse_file(bytes: Vec<u8>, path: PathBuf, key_hint: Option<&str>) -> Loaded {
+fn parse_file(bytes: Vec<u8>, path: PathBuf, key_hint: Option<&str>, check: Check) -> Loaded {
     let file_len = bytes.len() as u64;
     let mut problems = Vec::new();
     let mut damaged: Vec<DamagedLine> = Vec::new();
@@ -86,6 +165,8 @@ pub(crate) fn parse_file(bytes: Vec<u8>, path: PathBuf, key_hint: Option<&str>) 
     let b: &[u8] = whole.as_deref().map_or(&raw, str::as_bytes);
 
     let mut spans = Vec::new();
+    // Line numbers of the message lines, kept while their check is deferred (for the warnings that name them).
+    let mut deferred_lines: Vec<u32> = Vec::new();
     let mut headers: Vec<HeaderLine> = Vec::new();
     let mut pos = body_start;
     let mut line_no = 0;
@@ -115,7 +196,12 @@ pub(crate) fn parse_file(bytes: Vec<u8>, path: PathBuf, key_hint: Option<&str>) 
             bad("contains a NUL byte".into());
             continue;
         }
-        let text = match std::str::from_utf8(content) {
+        // In a file that is valid UTF-8 as a whole, `start..content_end` lies next to ASCII bytes: whole chars.
+        let line_text = match &whole {
+            Some(w) => Ok(&w[start..content_end]),
+            None => std::str::from_utf8(content),
+        };
+        let text = match line_text {
             Ok(t) => t,
             Err(e) => {
                 bad(format!(
@@ -135,15 +221,18 @@ pub(crate) fn parse_file(bytes: Vec<u8>, path: PathBuf, key_hint: Option<&str>) 
         if trimmed.len() != text.len() || !terminated {
             rewrite = true;
         }
-        match validate(trimmed) {
-            Err(e) if !terminated => bad(format!(
-                "is cut off: the last line has no newline and is not valid JSON ({e}); the write was interrupted"
-            )),
-            Err(e) => bad(format!("is not valid JSON ({e})")),
-            Ok(LineShape::NotObject) => bad("is JSON but not an object".into()),
-            Ok(LineShape::ObjectWithoutRole) => {
-                bad("is an object without a string \"role\", so it is not a message".into())
-            }
+        let looks_like_message = trimmed.starts_with('{')
+            && trimmed.ends_with('}')
+            && !trimmed.starts_with(METADATA_PREFIX);
+        let shape = if check == Check::Deferred && terminated && looks_like_message {
+            Ok(LineShape::Message)
+        } else {
+            validate(trimmed)
+        };
+        if check == Check::Deferred && matches!(shape, Ok(LineShape::Message)) {
+            deferred_lines.push(u32::try_from(line_no).unwrap_or(u32::MAX));
+        }
+        match shape {
             Ok(LineShape::Message) => spans.push(span),
             Ok(LineShape::Metadata) => {
                 if line_no != 1 {
@@ -155,6 +244,10 @@ pub(crate) fn parse_file(bytes: Vec<u8>, path: PathBuf, key_hint: Option<&str>) 
                     raw: line_bytes.to_vec(),
                 });
             }
+            Err(e) if !terminated => bad(format!(
+                "is cut off: the last line has no newline and is not valid JSON ({e}); the write was interrupted"
+            )),
+            other => bad(not_a_message(other).unwrap_or_default()),
         }
     }
 
@@ -292,6 +385,7 @@ pub(crate) fn parse_file(bytes: Vec<u8>, path: PathBuf, key_hint: Option<&str>) 
             modified: None,
             rewrite,
             unchecked: true,
+            deferred_lines: (check == Check::Deferred).then_some(deferred_lines),
             damaged,
         },
     };

@@ -26,7 +26,7 @@ pub mod timestamp;
 pub use data::Session;
 pub use error::SessionError;
 pub use key::KeyError;
-pub use load::{Loaded, Problem, load_file};
+pub use load::{Loaded, Problem, load_file, load_file_deferred};
 pub use lock::WorkspaceLock;
 pub use log::MessageLog;
 pub use persist::{CommitOutcome, Durability, sidecar_path};

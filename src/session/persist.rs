@@ -66,6 +66,8 @@ pub(crate) struct DiskState {
     pub unchecked: bool,
     /// Unusable lines waiting to go to the sidecar.
     pub damaged: Vec<DamagedLine>,
+    /// Line numbers of message lines a deferred load has not checked yet (see `load::check_deferred`).
+    pub deferred_lines: Option<Vec<u32>>,
 }
 
 impl DiskState {
@@ -80,6 +82,7 @@ impl DiskState {
             rewrite: false,
             unchecked: false,
             damaged: Vec::new(),
+            deferred_lines: None,
         }
     }
 }
@@ -106,6 +109,8 @@ pub(crate) fn commit(
     if !s.is_dirty() {
         return Ok(CommitOutcome::Unchanged);
     }
+    // A damaged line found only now must reach the sidecar with this write.
+    super::load::check_deferred(s);
     let header = s.header_line();
     check_file_unchanged(s)?;
     let d = &s.disk;
@@ -219,6 +224,7 @@ fn rewrite(s: &mut Session, header: String, durability: Durability) -> Result<()
         rewrite: false,
         unchecked: false,
         damaged: Vec::new(),
+        deferred_lines: None,
     };
     s.messages = MessageLog::from_spans(body, spans);
     Ok(())

@@ -25,7 +25,7 @@ use tracing::{debug, info, warn};
 
 use super::persist::{self, CommitOutcome, DiskState, Durability};
 use super::scan::{self, SessionInfo};
-use super::{Session, SessionError, WorkspaceLock, key, load_file};
+use super::{Session, SessionError, WorkspaceLock, key, load_file, load_file_deferred};
 
 /// How the store writes and how long it keeps idle sessions in memory.
 #[derive(Debug, Clone, Copy)]
@@ -349,7 +349,7 @@ impl StoreInner {
         let handle = |s: Session| SessionHandle::new(s, self.opts.durability);
         self.files_read.fetch_add(1, Ordering::Relaxed);
 
-        if let Some(loaded) = load_file(&alt, Some(key))? {
+        if let Some(loaded) = load_file_deferred(&alt, Some(key))? {
             if loaded.session.key != key || !self.claim(&alt_name, key) {
                 return Err(SessionError::Collision {
                     key: key.into(),
@@ -361,7 +361,7 @@ impl StoreInner {
             return Ok(handle(loaded.session));
         }
         if self.claim(&primary_name, key) {
-            match load_file(&primary, Some(key))? {
+            match load_file_deferred(&primary, Some(key))? {
                 None => return Ok(handle(Session::new(key, primary))),
                 Some(loaded) if loaded.session.key == key => {
                     report_problems(&loaded);
