@@ -15,6 +15,7 @@ use crate::bus::Inbound;
 use crate::json::{Json, Object};
 use crate::provider::{ChatRequest, ChatResponse, ProviderError, ToolCall};
 use crate::session::timestamp::now_iso;
+use crate::tools::truncate_chars;
 
 /// How a turn ended, before it is persisted.
 enum Ending {
@@ -235,7 +236,7 @@ async fn run_tools(agent: &Agent, inbound: &Inbound, calls: &[ToolCall]) -> Vec<
             if !outcome.ok {
                 warn!(session = %key, tool = %call.name, "tool failed: {}", first_line(&outcome.text));
             }
-            (i, cut(outcome.text, max))
+            (i, truncate_chars(&outcome.text, max, 0))
         });
     }
     let mut results: Vec<Option<String>> = vec![None; calls.len()];
@@ -253,17 +254,4 @@ async fn run_tools(agent: &Agent, inbound: &Inbound, calls: &[ToolCall]) -> Vec<
 
 fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or_default()
-}
-
-/// `text` cut to `max` characters with a marker saying how much was cut.
-pub fn cut(text: String, max: usize) -> String {
-    let total = text.chars().count();
-    if total <= max {
-        return text;
-    }
-    let kept: String = text.chars().take(max).collect();
-    format!(
-        "{kept}\n... (truncated: {} of {total} characters not shown)",
-        total - max
-    )
 }

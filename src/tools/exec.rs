@@ -11,9 +11,9 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 
-use super::files::{object_schema, truncate_chars};
 use super::path::{blocking, resolve};
 use super::{Tool, ToolContext, ToolError, ToolFuture, args};
+use super::{object_schema, truncate_chars};
 use crate::json::{Json, Object};
 
 /// How long to wait for the killed shell to be reaped before leaving it to tokio's orphan reaper.

@@ -1,5 +1,4 @@
-//! File tools: `read_file`, `write_file`, `edit_file`, `list_dir` (nanobot's names and parameters), plus the
-//! schema and truncation helpers the other built-in tools share.
+//! File tools: `read_file`, `write_file`, `edit_file`, `list_dir` (nanobot's names and parameters).
 //!
 //! Paths go through [`resolve`], so `tools.restrict_to_workspace` applies to every one of them. File I/O runs
 //! on tokio's blocking pool.
@@ -9,7 +8,7 @@ use std::io::{self, Read};
 use std::path::Path;
 
 use super::path::{blocking, resolve};
-use super::{Tool, ToolContext, ToolError, ToolFuture, args};
+use super::{Tool, ToolContext, ToolError, ToolFuture, args, object_schema};
 use crate::json::{Json, Object};
 
 /// Largest file `read_file` and `edit_file` load (1 MB): more would flood the model's context.
@@ -17,39 +16,6 @@ pub const MAX_READ_BYTES: u64 = 1_000_000;
 
 /// Most entries `list_dir` shows; the rest are counted.
 pub const MAX_LIST_ENTRIES: usize = 1000;
-
-/// An object schema for tool arguments: `(name, JSON type, description)` per property, and the required names.
-pub(crate) fn object_schema(properties: &[(&str, &str, &str)], required: &[&str]) -> Json {
-    let mut props = Object::new();
-    for (name, ty, description) in properties {
-        let mut p = Object::new();
-        p.insert("type", Json::str(*ty));
-        p.insert("description", Json::str(*description));
-        props.insert(*name, Json::Object(p));
-    }
-    let mut schema = Object::new();
-    schema.insert("type", Json::str("object"));
-    schema.insert("properties", Json::Object(props));
-    schema.insert(
-        "required",
-        Json::Array(required.iter().map(|r| Json::str(*r)).collect()),
-    );
-    Json::Object(schema)
-}
-
-/// `text` cut to at most `max` characters (on a character boundary), followed by
-/// `\n... (truncated, N more chars)` when anything was cut. `beyond` counts characters known to exist after
-/// `text` that were never kept (output that was only counted).
-pub fn truncate_chars(text: &str, max: usize, beyond: usize) -> String {
-    let (kept, cut) = match text.char_indices().nth(max) {
-        Some((at, _)) => (&text[..at], text[at..].chars().count() + beyond),
-        None => (text, beyond),
-    };
-    if cut == 0 {
-        return kept.to_owned();
-    }
-    format!("{kept}\n... (truncated, {cut} more chars)")
-}
 
 /// An I/O error as a message that names the path and the operation.
 fn io_error(action: &str, shown: &str, e: &io::Error) -> ToolError {

@@ -1,6 +1,6 @@
 //! `message`: sends a message to the current chat, or to another chat named by `channel` and `chat_id`.
 
-use super::files::object_schema;
+use super::object_schema;
 use super::{Tool, ToolContext, ToolError, ToolFuture, args};
 use crate::bus::Outbound;
 use crate::json::{Json, Object};

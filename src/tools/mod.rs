@@ -168,6 +168,39 @@ impl ToolOutcome {
     }
 }
 
+/// An object schema for tool arguments: `(name, JSON type, description)` per property, and the required names.
+pub fn object_schema(properties: &[(&str, &str, &str)], required: &[&str]) -> Json {
+    let mut props = Object::new();
+    for (name, ty, description) in properties {
+        let mut p = Object::new();
+        p.insert("type", Json::str(*ty));
+        p.insert("description", Json::str(*description));
+        props.insert(*name, Json::Object(p));
+    }
+    let mut schema = Object::new();
+    schema.insert("type", Json::str("object"));
+    schema.insert("properties", Json::Object(props));
+    schema.insert(
+        "required",
+        Json::Array(required.iter().map(|r| Json::str(*r)).collect()),
+    );
+    Json::Object(schema)
+}
+
+/// `text` cut to at most `max` characters (on a character boundary), followed by
+/// `\n... (truncated, N more chars)` when anything was cut. `beyond` counts characters known to exist after
+/// `text` that were never kept (output that was only counted).
+pub fn truncate_chars(text: &str, max: usize, beyond: usize) -> String {
+    let (kept, cut) = match text.char_indices().nth(max) {
+        Some((at, _)) => (&text[..at], text[at..].chars().count() + beyond),
+        None => (text, beyond),
+    };
+    if cut == 0 {
+        return kept.to_owned();
+    }
+    format!("{kept}\n... (truncated, {cut} more chars)")
+}
+
 /// Helpers for reading arguments.
 pub mod args {
     use super::ToolError;

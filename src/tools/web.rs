@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use reqwest::{Client, Url, header, redirect};
 
-use super::files::{object_schema, truncate_chars};
 use super::{Tool, ToolContext, ToolError, ToolFuture, args};
+use super::{object_schema, truncate_chars};
 use crate::config::WebConfig;
 use crate::json::{Json, Object};
 
