@@ -164,6 +164,9 @@ fn parse_file(bytes: Vec<u8>, path: PathBuf, key_hint: Option<&str>, check: Chec
     };
     let b: &[u8] = whole.as_deref().map_or(&raw, str::as_bytes);
 
+    // A NUL byte makes a line invalid JSON anyway, so a deferred check finds it later; a full check looks once
+    // over the whole file, which is much cheaper than a search per line (files almost never hold a NUL).
+    let has_nul = check == Check::Full && memchr::memchr(0, b).is_some();
     let mut spans = Vec::new();
     // Line numbers of the message lines, kept while their check is deferred (for the warnings that name them).
     let mut deferred_lines: Vec<u32> = Vec::new();
@@ -192,7 +195,7 @@ fn parse_file(bytes: Vec<u8>, path: PathBuf, key_hint: Option<&str>, check: Chec
             });
         };
         let content = &b[start..content_end];
-        if memchr::memchr(0, content).is_some() {
+        if has_nul && memchr::memchr(0, content).is_some() {
             bad("contains a NUL byte".into());
             continue;
         }
@@ -314,25 +317,17 @@ fn parse_file(bytes: Vec<u8>, path: PathBuf, key_hint: Option<&str>, check: Chec
         }
         (Some(_), true) => {}
     }
-    let first_ts = messages
-        .get(0)
-        .and_then(Result::ok)
-        .and_then(|m| timestamp_of(&m));
-    let last_ts = messages
-        .len()
-        .checked_sub(1)
-        .and_then(|i| messages.get(i))
-        .and_then(Result::ok)
-        .and_then(|m| timestamp_of(&m));
+    // Only a lost line 1 needs the messages' own times.
+    let message_ts = |i: usize| messages.get(i).and_then(Result::ok).and_then(|m| timestamp_of(&m));
     let created_at = h
         .created_at
         .take()
-        .or(first_ts)
+        .or_else(|| message_ts(0))
         .unwrap_or_else(timestamp::now_iso);
     let updated_at = h
         .updated_at
         .take()
-        .or(last_ts)
+        .or_else(|| messages.len().checked_sub(1).and_then(message_ts))
         .unwrap_or_else(|| created_at.clone());
     let mut last_consolidated = h.last_consolidated;
     if last_consolidated > messages.len() {
