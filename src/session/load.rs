@@ -318,7 +318,12 @@ fn parse_file(bytes: Vec<u8>, path: PathBuf, key_hint: Option<&str>, check: Chec
         (Some(_), true) => {}
     }
     // Only a lost line 1 needs the messages' own times.
-    let message_ts = |i: usize| messages.get(i).and_then(Result::ok).and_then(|m| timestamp_of(&m));
+    let message_ts = |i: usize| {
+        messages
+            .get(i)
+            .and_then(Result::ok)
+            .and_then(|m| timestamp_of(&m))
+    };
     let created_at = h
         .created_at
         .take()
