@@ -2,17 +2,20 @@
 //!
 //! - `session_load/load_file/N`: [`load_file`] of an N-message file: read, split lines, validate every line,
 //!   parse line 1. The target is N = 10,000, at least 20x faster than nanobot.
-//! - `session_load/load_file+history500/10000`: the same, then `history(500)`, the window a turn hands the model
-//!   (nanobot parses every line at load; nanogate parses only this window).
+//! - `session_load/load_file_deferred/N`: [`load_file_deferred`], the store's load: message lines are only
+//!   checked before the first write (that cost shows in `os_first_after_load` below).
+//! - `session_load/load_file_deferred+history500/10000`: the same, then `history(500)`, the window a turn hands
+//!   the model (nanobot parses every line at load; nanogate parses only this window).
 //! - `session_load/store_get/N`: [`SessionStore::get`] after `invalidate`: the gateway's own path on a cache
-//!   miss (a hop to tokio's blocking pool, key checks, the alternate file name probe, then `load_file`).
+//!   miss (a hop to tokio's blocking pool, key checks, the alternate file name probe, the deferred load).
 //! - `session_append_turn/{os,fsync}/N`: on a session of N messages, `add_message` (user) + `add_message`
 //!   (assistant) + `commit_blocking()`. `os` leaves flushing to the OS, as nanobot does (plain open/write);
 //!   `fsync` is nanogate's default (`sync_data` before the commit returns). The target: a turn at 100,000
 //!   messages costs at most 2x a turn at 100. Each timed commit must append exactly 2 lines; any other outcome
 //!   (a full rewrite) is counted and printed after the benchmark with the `updated_at` it wrote.
-//! - `session_append_turn/os_first_after_load/N`: the same single turn (`os`) right after the session was
-//!   loaded from its file (the load is untimed): the first turn after a cache miss or a restart.
+//! - `session_append_turn/os_first_after_load/N`: the same single turn (`os`) right after the store loaded the
+//!   session from its file (the load is untimed): the first turn after a cache miss or a restart, which also
+//!   pays the deferred check of every message line.
 //!
 //! Input files: with `NANOGATE_BENCH_SESSIONS=DIR`, `DIR/session-<N>.jsonl` as written by
 //! `bench/nanobot_sessions.py generate` (so nanobot and nanogate read identical bytes); without it, the same
@@ -29,7 +32,8 @@ use criterion::{
 };
 use nanogate::json::{Json, Object};
 use nanogate::session::{
-    CommitOutcome, Durability, SessionHandle, SessionStore, StoreOptions, load_file, timestamp,
+    CommitOutcome, Durability, SessionHandle, SessionStore, StoreOptions, load_file,
+    load_file_deferred, timestamp,
 };
 use tempfile::TempDir;
 use tokio::runtime::Runtime;
@@ -351,7 +355,8 @@ fn add_turn(h: &SessionHandle) -> CommitOutcome {
 }
 
 /// Appends turns to one session; keeps its size between `base` and `base + slack` messages by putting the
-/// original file back (untimed) whenever it has grown past that.
+/// original file back (untimed) whenever it has grown past that. The first turn after each (re)load is untimed:
+/// it pays one-time costs (the deferred line check) that `os_first_after_load` measures on its own.
 struct AppendFixture {
     ws: Workspace,
     handle: SessionHandle,
@@ -366,6 +371,7 @@ impl AppendFixture {
         let ws = Workspace::new(source, durability);
         let handle = rt.block_on(ws.store.get(KEY)).expect("load the session");
         assert_eq!(handle.lock().len(), n);
+        add_turn(&handle);
         AppendFixture {
             ws,
             handle,
@@ -381,6 +387,7 @@ impl AppendFixture {
         self.handle = rt
             .block_on(self.ws.store.get(KEY))
             .expect("reload the session");
+        add_turn(&self.handle);
     }
 
     /// Runs `iters` turns and returns the time spent in them only.
@@ -423,15 +430,26 @@ fn session_load(c: &mut Criterion, corpus: &Corpus, rt: &Runtime) {
                 BatchSize::PerIteration,
             )
         });
+        g.bench_with_input(
+            BenchmarkId::new("load_file_deferred", n),
+            &path,
+            |b, path| {
+                b.iter_batched(
+                    || (),
+                    |()| load_file_deferred(black_box(path), Some(KEY)),
+                    BatchSize::PerIteration,
+                )
+            },
+        );
         if n == 10_000 {
             g.bench_with_input(
-                BenchmarkId::new("load_file+history500", n),
+                BenchmarkId::new("load_file_deferred+history500", n),
                 &path,
                 |b, path| {
                     b.iter_batched(
                         || (),
                         |()| {
-                            let loaded = load_file(black_box(path), Some(KEY))
+                            let loaded = load_file_deferred(black_box(path), Some(KEY))
                                 .expect("load")
                                 .expect("file exists");
                             let history = loaded.session.history(500);
