@@ -2,10 +2,20 @@
 
 use chrono::{DateTime, Local, NaiveDate, NaiveDateTime, Timelike};
 
-/// Now, as `datetime.now().isoformat()`: `2026-11-22T09:50:26.226704`, or `2026-11-22T09:50:26` when the
-/// microsecond is 0.
+/// Now, as `datetime.now().isoformat()`: `2026-11-22T09:50:26.226704`.
+///
+/// Python drops the fraction when the microsecond is 0, which would make line 1 shorter and force a whole-file
+/// rewrite instead of an in-place patch (and another one at the next turn). Such an instant is written one
+/// microsecond later, so nanogate's own timestamps always have the same length; [`iso`] still writes any given
+/// time exactly as Python would.
 pub fn now_iso() -> String {
-    iso(Local::now().naive_local())
+    let now = Local::now().naive_local();
+    let now = if now.nanosecond() / 1000 == 0 {
+        now + chrono::TimeDelta::microseconds(1)
+    } else {
+        now
+    };
+    iso(now)
 }
 
 /// A naive date-time as Python's `isoformat()` writes it.
