@@ -722,3 +722,26 @@ fn a_deferred_load_skips_bad_lines_in_history_and_repairs_them_at_the_first_writ
     );
     assert_eq!(side, b"{\"oops\": tru}\n");
 }
+
+#[test]
+fn an_alternate_file_owned_by_another_key_is_a_clear_error_not_a_mix() {
+    let ws = tempfile::tempdir().expect("tmp");
+    let dir = ws.path().join("sessions");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let alt = dir.join(key::alternate_file_name("telegram:a_b").expect("name"));
+    let foreign = HEADER.replace(r#""key": "t:1""#, r#""key": "someone:else""#);
+    std::fs::write(&alt, format!("{foreign}\n{M1}\n")).expect("write");
+    let before = read(&alt);
+    let st = store(ws.path());
+    let rt = tokio::runtime::Runtime::new().expect("rt");
+    let err = rt
+        .block_on(st.get("telegram:a_b"))
+        .err()
+        .expect("must fail")
+        .to_string();
+    assert!(
+        err.contains("someone:else") && err.contains("rename or archive"),
+        "{err}"
+    );
+    assert_eq!(read(&alt), before);
+}
