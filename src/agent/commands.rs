@@ -57,8 +57,8 @@ pub async fn status(agent: &Agent, key: &str, channel: &str, chat_id: &str) -> R
         Json::String(context::system_prompt(&agent.workspace, channel, chat_id)),
     )];
     request.extend(history);
-    let tools = agent.tools.schemas();
-    let tokens = context::estimate_tokens(&request, Some(&tools));
+    let tools = agent.tool_schemas();
+    let tokens = context::estimate_tokens(&request, Some(tools));
     let up = agent.started.elapsed().as_secs();
     Reply::ok(format!(
         "Model: {}\nMessages: {messages} ({unconsolidated} not yet consolidated)\nContext: ~{tokens} tokens\n\

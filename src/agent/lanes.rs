@@ -72,11 +72,6 @@ impl Router {
         }
     }
 
-    /// The agent behind the router.
-    pub fn agent(&self) -> &Arc<Agent> {
-        &self.inner.agent
-    }
-
     /// Queues `inbound`; the reply goes to the agent's outbound queue.
     pub fn dispatch(&self, inbound: Inbound) {
         self.submit(inbound, ReplyTo::Outbound);
@@ -118,18 +113,6 @@ impl Router {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .len()
-    }
-
-    /// Jobs queued or running for `key`.
-    pub fn queue_depth(&self, key: &str) -> usize {
-        let lanes = self
-            .inner
-            .lanes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        lanes
-            .get(key)
-            .map_or(0, |l| l.state.pending.load(Ordering::SeqCst))
     }
 
     fn submit(&self, inbound: Inbound, reply: ReplyTo) {

@@ -24,7 +24,8 @@ use tokio::time::Instant;
 pub use lanes::Router;
 
 use crate::bus::Outbound;
-use crate::config::Config;
+use crate::config::{Config, ToolsConfig};
+use crate::json::Json;
 use crate::provider::Provider;
 use crate::session::SessionStore;
 use crate::tools::{ToolContext, ToolRegistry};
@@ -64,6 +65,10 @@ pub struct Agent {
     pub tools: ToolRegistry,
     /// Where replies and `message` tool sends go when the caller does not wait for the reply itself.
     pub outbound: Option<mpsc::UnboundedSender<Outbound>>,
+    /// The `tools` array sent with every request, built once.
+    tool_schemas: Json,
+    /// `[tools]` settings shared by every tool call.
+    tool_config: Arc<ToolsConfig>,
     turn_permits: Semaphore,
     started: Instant,
 }
@@ -79,6 +84,8 @@ impl Agent {
         outbound: Option<mpsc::UnboundedSender<Outbound>>,
     ) -> Arc<Agent> {
         let permits = config.agent.max_concurrent_turns.max(1);
+        let tool_schemas = tools.schemas();
+        let tool_config = Arc::new(config.tools.clone());
         Arc::new(Agent {
             config,
             workspace,
@@ -86,9 +93,16 @@ impl Agent {
             provider,
             tools,
             outbound,
+            tool_schemas,
+            tool_config,
             turn_permits: Semaphore::new(permits),
             started: Instant::now(),
         })
+    }
+
+    /// The `tools` array of a chat-completions request.
+    pub fn tool_schemas(&self) -> &Json {
+        &self.tool_schemas
     }
 
     /// The context tools run in for a chat.
@@ -98,7 +112,7 @@ impl Agent {
             channel: channel.to_owned(),
             chat_id: chat_id.to_owned(),
             outbound: self.outbound.clone(),
-            config: Arc::new(self.config.tools.clone()),
+            config: self.tool_config.clone(),
         }
     }
 }

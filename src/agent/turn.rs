@@ -130,7 +130,7 @@ async fn model_loop(
     stats: &mut TurnStats,
     cancel: &CancellationToken,
 ) -> Ending {
-    let tools = agent.tools.schemas();
+    let tools = agent.tool_schemas();
     let max_rounds = agent.config.agent.max_tool_iterations.max(1);
     for _ in 0..max_rounds {
         let request = ChatRequest {

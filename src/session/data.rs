@@ -152,10 +152,15 @@ impl Session {
 
     /// Whether there is anything the next commit would write.
     pub fn is_dirty(&self) -> bool {
+        self.differs_from_disk(&self.header_line())
+    }
+
+    /// [`Session::is_dirty`] for a line 1 the caller has already encoded.
+    pub(crate) fn differs_from_disk(&self, header: &str) -> bool {
         self.disk.rewrite
             || !self.disk.exists
             || self.disk.persisted != self.messages.len()
-            || self.disk.header != self.header_line()
+            || self.disk.header != header
     }
 
     /// Whether dropping this session from memory would lose anything: it is dirty, and it is not merely a new

@@ -384,7 +384,7 @@ fn parse_file(bytes: Vec<u8>, path: PathBuf, key_hint: Option<&str>, check: Chec
             file_len,
             modified: None,
             rewrite,
-            unchecked: true,
+            canonical_unknown: true,
             deferred_lines: (check == Check::Deferred).then_some(deferred_lines),
             damaged,
         },

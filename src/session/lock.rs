@@ -6,7 +6,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::SessionError;
 
@@ -14,7 +14,6 @@ use super::SessionError;
 #[derive(Debug)]
 pub struct WorkspaceLock {
     _file: File,
-    path: PathBuf,
 }
 
 impl WorkspaceLock {
@@ -53,11 +52,6 @@ impl WorkspaceLock {
             .set_len(0)
             .and_then(|_| file.seek(SeekFrom::Start(0)))
             .and_then(|_| write!(file, "{}", std::process::id()));
-        Ok(WorkspaceLock { _file: file, path })
-    }
-
-    /// The lock file.
-    pub fn path(&self) -> &Path {
-        &self.path
+        Ok(WorkspaceLock { _file: file })
     }
 }

@@ -63,7 +63,7 @@ pub(crate) struct DiskState {
     /// The next commit must rewrite the whole file (damage, a clear, odd formatting).
     pub rewrite: bool,
     /// Lines came from the file and were not yet checked for Python's canonical form.
-    pub unchecked: bool,
+    pub canonical_unknown: bool,
     /// Unusable lines waiting to go to the sidecar.
     pub damaged: Vec<DamagedLine>,
     /// Line numbers of message lines a deferred load has not checked yet (see `load::check_deferred`).
@@ -80,7 +80,7 @@ impl DiskState {
             file_len: 0,
             modified: None,
             rewrite: false,
-            unchecked: false,
+            canonical_unknown: false,
             damaged: Vec::new(),
             deferred_lines: None,
         }
@@ -106,10 +106,12 @@ pub(crate) fn commit(
     s: &mut Session,
     durability: Durability,
 ) -> Result<CommitOutcome, SessionError> {
-    if !s.is_dirty() {
+    let header = s.header_line();
+    if !s.differs_from_disk(&header) {
         return Ok(CommitOutcome::Unchanged);
     }
-    // A damaged line found only now must reach the sidecar with this write.
+    // A damaged line found only now must reach the sidecar with this write; dropping it may clamp the watermark,
+    // so line 1 is encoded again.
     super::load::check_deferred(s);
     let header = s.header_line();
     check_file_unchanged(s)?;
@@ -203,7 +205,7 @@ fn rewrite(s: &mut Session, header: String, durability: Durability) -> Result<()
     for text in s.messages.texts_from(0) {
         let start = body.len();
         match Json::parse(text) {
-            Ok(v) if s.disk.unchecked => v.write_python(&mut body),
+            Ok(v) if s.disk.canonical_unknown => v.write_python(&mut body),
             _ => body.push_str(text),
         }
         spans.push((start, body.len()));
@@ -222,7 +224,7 @@ fn rewrite(s: &mut Session, header: String, durability: Durability) -> Result<()
         path,
         header,
         rewrite: false,
-        unchecked: false,
+        canonical_unknown: false,
         damaged: Vec::new(),
         deferred_lines: None,
     };

@@ -167,11 +167,6 @@ impl SessionStore {
         })
     }
 
-    /// `<workspace>/sessions`.
-    pub fn sessions_dir(&self) -> &Path {
-        &self.inner.dir
-    }
-
     /// The session for `key`: from the cache, else loaded from its file, else new (written at its first commit).
     pub async fn get(&self, key: &str) -> Result<SessionHandle, SessionError> {
         key::file_name(key)?;
@@ -260,7 +255,7 @@ impl SessionStore {
         self.inner.cache.len()
     }
 
-    /// How many times a session was loaded from disk (each a cache miss) since the store opened.
+    /// Cache misses since the store opened: each read the session's file, or found there was none.
     pub fn loads(&self) -> u64 {
         self.inner.files_read.load(Ordering::Relaxed)
     }
