@@ -28,6 +28,8 @@ pub struct Config {
     pub agent: AgentConfig,
     /// `[tools]`: what the model's tools may do.
     pub tools: ToolsConfig,
+    /// `[memory]`: consolidation into MEMORY.md, HISTORY.md and the structured summary.
+    pub memory: MemoryConfig,
 }
 
 /// The default API base: OpenAI's.
@@ -104,6 +106,10 @@ pub struct AgentConfig {
     pub max_concurrent_turns: usize,
     /// Seconds a session's lane waits for another message before it exits.
     pub lane_idle_secs: u64,
+    /// The model's context window in tokens; a request is kept below `context_window - reserve_tokens`.
+    pub context_window: usize,
+    /// Tokens left free for the model's answer.
+    pub reserve_tokens: usize,
 }
 
 impl Default for AgentConfig {
@@ -113,6 +119,8 @@ impl Default for AgentConfig {
             max_tool_iterations: 40,
             max_concurrent_turns: 4,
             lane_idle_secs: 60,
+            context_window: 128_000,
+            reserve_tokens: 16_384,
         }
     }
 }
@@ -189,6 +197,26 @@ impl Default for WebConfig {
     }
 }
 
+/// `[memory]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// Whether each consolidation also writes a structured summary into the session's metadata, which the
+    /// model then sees right after the system prompt.
+    pub summary: bool,
+    /// Seconds a one-shot command or a stopping daemon waits for a running consolidation to finish.
+    pub shutdown_wait_secs: u64,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            summary: true,
+            shutdown_wait_secs: 60,
+        }
+    }
+}
+
 /// `[session]`
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -197,6 +225,9 @@ pub struct SessionConfig {
     pub cache_idle_minutes: u64,
     /// `"fsync"` (default): a commit is on disk before the reply is sent; `"os"`: leave flushing to the OS.
     pub durability: Durability,
+    /// Minutes of silence after which the next message starts a new session (archived as `/new` does);
+    /// 0 = never.
+    pub idle_reset_minutes: u64,
 }
 
 impl Default for SessionConfig {
@@ -204,6 +235,7 @@ impl Default for SessionConfig {
         SessionConfig {
             cache_idle_minutes: 30,
             durability: Durability::Fsync,
+            idle_reset_minutes: 0,
         }
     }
 }

@@ -1,9 +1,9 @@
 //! Chat commands. They are answered by nanogate itself and never written to the session.
 
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
+use super::memory::Summary;
 use super::{Agent, Reply, context};
-use crate::json::Json;
 
 /// The reply to `/help`.
 pub const HELP: &str = "nanogate commands:\n\
@@ -25,36 +25,73 @@ pub fn parse(text: &str) -> Option<&'static str> {
         .find(|c| *c == word)
 }
 
-/// `/new`: archive the transcript and start afresh.
+/// `/new`: move the unconsolidated messages into memory, archive the transcript and start afresh. When the
+/// memory step fails, the session stays as it was.
 pub async fn new_session(agent: &Agent, key: &str) -> Reply {
-    match agent.store.clear(key).await {
+    match agent.memory.archive_and_clear(agent, key).await {
         Ok(archive) => {
             info!(session = %key, archive = ?archive, "new session started");
             Reply::ok("New session started.".into())
         }
         Err(e) => {
-            error!(session = %key, "could not clear session: {e}");
-            Reply::error(format!("Could not start a new session: {e}"))
+            error!(session = %key, "/new: memory archival failed, session kept: {e}");
+            Reply::error("Memory archival failed, session not cleared. Please try again.".into())
         }
+    }
+}
+
+/// `session.idle_reset_minutes`: when the session has been silent that long, it ends as if `/new` had been
+/// sent, silently. A failure is logged and the conversation simply continues.
+pub async fn idle_reset(agent: &Agent, key: &str) {
+    let minutes = agent.config.session.idle_reset_minutes;
+    if minutes == 0 {
+        return;
+    }
+    let Ok(handle) = agent.store.get(key).await else {
+        return;
+    };
+    let last = {
+        let s = handle.lock();
+        if s.is_empty() {
+            return;
+        }
+        chrono::NaiveDateTime::parse_from_str(s.updated_at(), "%Y-%m-%dT%H:%M:%S%.f").ok()
+    };
+    let Some(last) = last else { return };
+    let silent = chrono::Local::now().naive_local() - last;
+    if silent < chrono::Duration::minutes(i64::try_from(minutes).unwrap_or(i64::MAX)) {
+        return;
+    }
+    match agent.memory.archive_and_clear(agent, key).await {
+        Ok(archive) => info!(
+            session = %key,
+            silent_minutes = silent.num_minutes(),
+            archive = ?archive,
+            "session ended after silence; a new one starts"
+        ),
+        Err(e) => warn!(session = %key, "idle reset skipped: memory archival failed: {e}"),
     }
 }
 
 /// `/status`: model, messages, unconsolidated messages, estimated context tokens, uptime.
 pub async fn status(agent: &Agent, key: &str, channel: &str, chat_id: &str) -> Reply {
-    let (messages, unconsolidated, history) = match agent.store.get(key).await {
+    let (messages, unconsolidated, history, summary) = match agent.store.get(key).await {
         Ok(h) => {
             let s = h.lock();
             (
                 s.len(),
                 s.unconsolidated(),
                 s.history(agent.config.agent.memory_window),
+                Summary::from_metadata(s.metadata()).filter(|_| agent.config.memory.summary),
             )
         }
         Err(e) => return Reply::error(format!("Could not read this conversation: {e}")),
     };
-    let mut request = vec![context::message(
-        "system",
-        Json::String(context::system_prompt(&agent.workspace, channel, chat_id)),
+    let mut request = vec![context::system_message(
+        agent,
+        channel,
+        chat_id,
+        summary.as_ref(),
     )];
     request.extend(history);
     let tools = agent.tool_schemas();

@@ -7,6 +7,8 @@
 
 use std::path::Path;
 
+use super::Agent;
+use super::memory::Summary;
 use crate::bus::Inbound;
 use crate::json::{Json, Object};
 
@@ -149,6 +151,29 @@ pub fn user_content(inbound: &Inbound) -> Json {
         text.push_str(&format!("[{kind}: {}]", path.display()));
     }
     Json::String(text)
+}
+
+/// The system message of a turn: [`system_prompt`], then, when sessions end by themselves
+/// (`session.idle_reset_minutes`), the last three HISTORY.md entries of the past 14 days under "Recent
+/// conversations", then the session's structured summary, if it has one.
+pub fn system_message(agent: &Agent, channel: &str, chat_id: &str, summary: Option<&Summary>) -> Json {
+    let mut prompt = system_prompt(&agent.workspace, channel, chat_id);
+    if agent.config.session.idle_reset_minutes > 0 {
+        let now = chrono::Local::now().naive_local();
+        match agent.memory.files().recent_entries(3, 14, now) {
+            Ok(entries) if !entries.is_empty() => {
+                prompt.push_str("\n\n---\n\n# Recent conversations\n\n");
+                prompt.push_str(&entries.join("\n\n"));
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("cannot read memory/HISTORY.md: {e}"),
+        }
+    }
+    if let Some(summary) = summary {
+        prompt.push_str("\n\n---\n\n");
+        prompt.push_str(&summary.render());
+    }
+    message("system", Json::String(prompt))
 }
 
 /// `{"role": role, "content": content}`.

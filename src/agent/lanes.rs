@@ -106,6 +106,11 @@ impl Router {
         lane.state.pending.load(Ordering::SeqCst)
     }
 
+    /// The agent the lanes run.
+    pub fn agent(&self) -> &Arc<Agent> {
+        &self.inner.agent
+    }
+
     /// Number of lanes alive now.
     pub fn lanes(&self) -> usize {
         self.inner
@@ -221,7 +226,7 @@ fn take_or_retire(
     None
 }
 
-async fn handle(agent: &Agent, inbound: &Inbound, cancel: &CancellationToken) -> Option<Reply> {
+async fn handle(agent: &Arc<Agent>, inbound: &Inbound, cancel: &CancellationToken) -> Option<Reply> {
     let key = inbound.session_key();
     match commands::parse(&inbound.text) {
         Some("/new") => Some(commands::new_session(agent, &key).await),
@@ -234,6 +239,7 @@ async fn handle(agent: &Agent, inbound: &Inbound, cancel: &CancellationToken) ->
                 p = agent.turn_permits.acquire() => p.ok()?,
                 _ = cancel.cancelled() => return None,
             };
+            commands::idle_reset(agent, &key).await;
             turn::run(agent, inbound, cancel).await
         }
     }

@@ -8,10 +8,12 @@
 //! - `context`: the system prompt and the messages the model sees.
 //! - `repair`: fixes the outgoing copy of the history (tool calls always paired with results).
 //! - `commands`: `/new`, `/help`, `/status` (and `/stop`, which the router handles).
+//! - `memory`: consolidation into `memory/MEMORY.md` and `memory/HISTORY.md`, and the structured summary.
 
 mod commands;
 pub mod context;
 mod lanes;
+pub mod memory;
 pub mod repair;
 mod turn;
 
@@ -63,6 +65,8 @@ pub struct Agent {
     pub provider: Provider,
     /// Tools offered to the model.
     pub tools: ToolRegistry,
+    /// Consolidation of old messages into MEMORY.md and HISTORY.md.
+    pub memory: memory::Memory,
     /// Where replies and `message` tool sends go when the caller does not wait for the reply itself.
     pub outbound: Option<mpsc::UnboundedSender<Outbound>>,
     /// The `tools` array sent with every request, built once.
@@ -86,7 +90,9 @@ impl Agent {
         let permits = config.agent.max_concurrent_turns.max(1);
         let tool_schemas = tools.schemas();
         let tool_config = Arc::new(config.tools.clone());
+        let durable = config.session.durability == crate::session::Durability::Fsync;
         Arc::new(Agent {
+            memory: memory::Memory::new(&workspace, durable),
             config,
             workspace,
             store,

@@ -10,10 +10,14 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use std::sync::Arc;
+
+use super::memory::{Memory, Scope, Summary};
 use super::{Agent, Reply, context, repair};
 use crate::bus::Inbound;
 use crate::json::{Json, Object};
 use crate::provider::{ChatRequest, ChatResponse, ProviderError, ToolCall};
+use crate::session::SessionHandle;
 use crate::session::timestamp::now_iso;
 use crate::tools::truncate_chars;
 
@@ -27,8 +31,9 @@ enum Ending {
     Cancelled,
 }
 
-/// Runs one turn for `inbound`; returns the reply, or `None` when the turn was cancelled.
-pub async fn run(agent: &Agent, inbound: &Inbound, cancel: &CancellationToken) -> Option<Reply> {
+/// Runs one turn for `inbound`; returns the reply, or `None` when the turn was cancelled. After the turn is
+/// saved, a background consolidation starts if enough messages have piled up.
+pub async fn run(agent: &Arc<Agent>, inbound: &Inbound, cancel: &CancellationToken) -> Option<Reply> {
     let key = inbound.session_key();
     let handle = match agent.store.get(&key).await {
         Ok(h) => h,
@@ -39,25 +44,15 @@ pub async fn run(agent: &Agent, inbound: &Inbound, cancel: &CancellationToken) -
             )));
         }
     };
-    let history = handle.lock().history(agent.config.agent.memory_window);
     let user_content = context::user_content(inbound);
-    let mut messages = vec![context::message(
-        "system",
-        Json::String(context::system_prompt(
-            &agent.workspace,
-            &inbound.channel,
-            &inbound.chat_id,
-        )),
-    )];
-    messages.extend(repair::repair(history));
-    messages.push(context::message("user", user_content.clone()));
-
+    let mut current = vec![context::message("user", user_content.clone())];
     let mut produced: Vec<Object> = Vec::new();
     let mut stats = TurnStats::default();
     let ending = model_loop(
         agent,
         inbound,
-        &mut messages,
+        &handle,
+        &mut current,
         &mut produced,
         &mut stats,
         cancel,
@@ -74,6 +69,10 @@ pub async fn run(agent: &Agent, inbound: &Inbound, cancel: &CancellationToken) -
 
     let (reply, saved) = match ending {
         Ending::Answer(text) => (Some(Reply::ok(text)), produced),
+        Ending::ModelError(ProviderError::ContextLength(message)) => {
+            error!(session = %key, "the conversation does not fit the model's context even after consolidation: {message}");
+            (Some(Reply::error(TOO_LONG.to_owned())), Vec::new())
+        }
         Ending::ModelError(e) => {
             error!(session = %key, "model error: {e}");
             (
@@ -101,7 +100,7 @@ pub async fn run(agent: &Agent, inbound: &Inbound, cancel: &CancellationToken) -
             s.push(m);
         }
     }
-    match handle.commit().await {
+    let reply = match handle.commit().await {
         Ok(_) => reply,
         Err(e) => {
             error!(session = %key, "could not save the turn: {e}");
@@ -110,8 +109,15 @@ pub async fn run(agent: &Agent, inbound: &Inbound, cancel: &CancellationToken) -
                 "{text}\n\n(Warning: this exchange could not be saved: {e})"
             )))
         }
-    }
+    };
+    Memory::after_turn(agent, &handle);
+    reply
 }
+
+/// The reply when even a consolidated conversation does not fit the model.
+const TOO_LONG: &str = "Sorry, this conversation is too long for the model's context window, even after moving \
+older messages to memory. Send /new to start a new conversation, or set agent.context_window to the model's real \
+window.";
 
 /// What a turn used, for the log line that ends it.
 #[derive(Default)]
@@ -122,19 +128,132 @@ struct TurnStats {
     completion_tokens: u64,
 }
 
+/// The part of a request that comes from the session: the system message (with the summary) and the history.
+struct Prefix {
+    system: Json,
+    history: Vec<Json>,
+    system_tokens: usize,
+    history_tokens: Vec<usize>,
+}
+
+impl Prefix {
+    fn build(agent: &Agent, inbound: &Inbound, handle: &SessionHandle) -> Prefix {
+        let (history, summary) = {
+            let s = handle.lock();
+            (
+                s.history(agent.config.agent.memory_window),
+                Summary::from_metadata(s.metadata()).filter(|_| agent.config.memory.summary),
+            )
+        };
+        let system =
+            context::system_message(agent, &inbound.channel, &inbound.chat_id, summary.as_ref());
+        let history = repair::repair(history);
+        Prefix {
+            system_tokens: context::estimate_tokens(std::slice::from_ref(&system), None),
+            history_tokens: history
+                .iter()
+                .map(|m| context::estimate_tokens(std::slice::from_ref(m), None))
+                .collect(),
+            system,
+            history,
+        }
+    }
+
+    fn tokens(&self) -> usize {
+        self.system_tokens + self.history_tokens.iter().sum::<usize>()
+    }
+
+    /// The request's messages, kept within `budget` tokens when possible: the oldest history goes first (the
+    /// kept part starts at a user message, so no tool call loses its result), then the current turn's older
+    /// tool results are shortened.
+    fn fit(&self, current: &[Json], budget: usize) -> Vec<Json> {
+        let current_tokens = context::estimate_tokens(current, None);
+        let mut total = self.tokens() + current_tokens;
+        let mut skip = 0;
+        while total > budget && skip < self.history.len() {
+            total -= self.history_tokens[skip];
+            skip += 1;
+            while skip < self.history.len() && role(&self.history[skip]) != Some("user") {
+                total -= self.history_tokens[skip];
+                skip += 1;
+            }
+        }
+        let mut messages = Vec::with_capacity(1 + self.history.len() - skip + current.len());
+        messages.push(self.system.clone());
+        messages.extend(self.history[skip..].iter().cloned());
+        let first_current = messages.len();
+        messages.extend(current.iter().cloned());
+        if total > budget {
+            let last_tool = messages.iter().rposition(|m| role(m) == Some("tool"));
+            for i in first_current..messages.len() {
+                if total <= budget {
+                    break;
+                }
+                if role(&messages[i]) != Some("tool") || Some(i) == last_tool {
+                    continue;
+                }
+                let before = context::estimate_tokens(std::slice::from_ref(&messages[i]), None);
+                if let Some(Json::String(text)) =
+                    messages[i].as_object_mut().and_then(|o| o.get_mut("content"))
+                {
+                    *text = truncate_chars(text, SHORTENED_TOOL_RESULT_CHARS, 0);
+                }
+                let after = context::estimate_tokens(std::slice::from_ref(&messages[i]), None);
+                total -= before.saturating_sub(after);
+            }
+        }
+        if skip > 0 {
+            warn!(dropped = skip, "history cut to fit agent.context_window");
+        }
+        messages
+    }
+}
+
+/// Length tool results of the current turn are cut to when the request would not fit otherwise.
+const SHORTENED_TOOL_RESULT_CHARS: usize = 1_000;
+
+fn role(m: &Json) -> Option<&str> {
+    m.as_object()?.get("role")?.as_str()
+}
+
 async fn model_loop(
-    agent: &Agent,
+    agent: &Arc<Agent>,
     inbound: &Inbound,
-    messages: &mut Vec<Json>,
+    handle: &SessionHandle,
+    current: &mut Vec<Json>,
     produced: &mut Vec<Object>,
     stats: &mut TurnStats,
     cancel: &CancellationToken,
 ) -> Ending {
     let tools = agent.tool_schemas();
-    let max_rounds = agent.config.agent.max_tool_iterations.max(1);
-    for _ in 0..max_rounds {
+    let tools_tokens = context::estimate_tokens(&[], Some(tools));
+    let limits = &agent.config.agent;
+    let budget = limits
+        .context_window
+        .saturating_sub(limits.reserve_tokens)
+        .saturating_sub(tools_tokens)
+        .max(1);
+    let max_rounds = limits.max_tool_iterations.max(1);
+    let mut prefix = Prefix::build(agent, inbound, handle);
+    let mut retried_context = false;
+    let mut consolidation_failed = false;
+    let mut rounds = 0;
+    while rounds < max_rounds {
+        let current_tokens = context::estimate_tokens(current, None);
+        if prefix.tokens() + current_tokens > budget && !consolidation_failed {
+            let keep_tokens = budget.saturating_sub(prefix.system_tokens + current_tokens) / 2;
+            let consolidated = tokio::select! {
+                r = consolidate(agent, handle, keep_tokens) => r,
+                _ = cancel.cancelled() => return Ending::Cancelled,
+            };
+            match consolidated {
+                Ok(true) => prefix = Prefix::build(agent, inbound, handle),
+                Ok(false) => {}
+                Err(()) => consolidation_failed = true,
+            }
+        }
         let request = ChatRequest {
-            messages: messages.clone(),
+            messages: prefix.fit(current, budget),
             tools: Some(tools.clone()),
             tool_choice: None,
             max_tokens: None,
@@ -146,8 +265,22 @@ async fn model_loop(
         };
         let response = match response {
             Ok(r) => r,
+            Err(ProviderError::ContextLength(message)) if !retried_context => {
+                retried_context = true;
+                warn!(session = %handle.key(), "the model says the request is too long; consolidating and trying once more: {message}");
+                let keep_tokens = prefix.history_tokens.iter().sum::<usize>() / 2;
+                let consolidated = tokio::select! {
+                    r = consolidate(agent, handle, keep_tokens) => r,
+                    _ = cancel.cancelled() => return Ending::Cancelled,
+                };
+                if consolidated == Ok(true) {
+                    prefix = Prefix::build(agent, inbound, handle);
+                }
+                continue;
+            }
             Err(e) => return Ending::ModelError(e),
         };
+        rounds += 1;
         stats.model_calls += 1;
         stats.tool_calls += response.tool_calls.len();
         if let Some(u) = &response.usage {
@@ -166,7 +299,7 @@ async fn model_loop(
             });
         }
         let assistant = assistant_message(&response);
-        messages.push(Json::Object(assistant.clone()));
+        current.push(Json::Object(assistant.clone()));
         produced.push(assistant);
         let results = tokio::select! {
             r = run_tools(agent, inbound, &response.tool_calls) => r,
@@ -174,7 +307,7 @@ async fn model_loop(
         };
         for (call, text) in response.tool_calls.iter().zip(results) {
             let result = repair::tool_result(&call.id, &call.name, &text);
-            messages.push(result.clone());
+            current.push(result.clone());
             if let Json::Object(o) = result {
                 produced.push(o);
             }
@@ -189,6 +322,22 @@ async fn model_loop(
     last.insert("content", Json::str(text.as_str()));
     produced.push(last);
     Ending::Answer(text)
+}
+
+/// Consolidates before a request that would not fit, keeping about `keep_tokens` of recent history; whether
+/// anything moved (the failure is logged here).
+async fn consolidate(agent: &Agent, handle: &SessionHandle, keep_tokens: usize) -> Result<bool, ()> {
+    match agent
+        .memory
+        .consolidate_now(agent, handle, Scope::Budget { keep_tokens })
+        .await
+    {
+        Ok(done) => Ok(done.is_some()),
+        Err(e) => {
+            warn!(session = %handle.key(), "consolidation before the request failed: {e}");
+            Err(())
+        }
+    }
 }
 
 /// An assistant message in nanobot's key order.

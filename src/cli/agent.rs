@@ -72,7 +72,7 @@ pub async fn run(ctx: &Context, session: String, message: Option<String>) -> Res
             router.ask(inbound(text)).await
         };
         printer.abort();
-        return Ok(match reply {
+        let code = match reply {
             Some(r) if r.error => {
                 eprintln!("error: {}", r.text);
                 1
@@ -82,7 +82,9 @@ pub async fn run(ctx: &Context, session: String, message: Option<String>) -> Res
                 0
             }
             None => 1,
-        });
+        };
+        finish_memory(&router).await;
+        return Ok(code);
     }
 
     println!(
@@ -136,7 +138,15 @@ pub async fn run(ctx: &Context, session: String, message: Option<String>) -> Res
         }
     }
     printer.abort();
+    finish_memory(&router).await;
     Ok(0)
+}
+
+/// Lets a running memory consolidation finish writing before the process exits (`memory.shutdown_wait_secs`).
+async fn finish_memory(router: &Router) {
+    let agent = router.agent();
+    let limit = std::time::Duration::from_secs(agent.config.memory.shutdown_wait_secs);
+    agent.memory.wait_idle(limit).await;
 }
 
 fn new_editor(history: Option<&PathBuf>) -> Result<DefaultEditor> {

@@ -29,7 +29,7 @@ pub use key::KeyError;
 pub use load::{Loaded, Problem, load_file, load_file_deferred};
 pub use lock::WorkspaceLock;
 pub use log::MessageLog;
-pub use persist::{CommitOutcome, Durability, sidecar_path};
+pub use persist::{CommitOutcome, Durability, sidecar_path, write_atomic};
 pub use scan::{FileReport, SessionInfo, check_dir, find_session, list_sessions};
 pub use store::{SessionHandle, SessionStore, StoreOptions};
 

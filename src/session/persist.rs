@@ -270,7 +270,7 @@ fn move_to_sidecar(s: &mut Session, durability: Durability) -> Result<(), Sessio
 
 /// Writes `parts` to a temporary file beside `path`, optionally fsyncs it, renames it over `path` and fsyncs
 /// the directory. The old file stays intact until the rename; permissions of an existing file are kept.
-pub(crate) fn write_atomic(
+pub fn write_atomic(
     path: &Path,
     parts: &[&[u8]],
     durable: bool,
