@@ -156,7 +156,12 @@ pub fn user_content(inbound: &Inbound) -> Json {
 /// The system message of a turn: [`system_prompt`], then, when sessions end by themselves
 /// (`session.idle_reset_minutes`), the last three HISTORY.md entries of the past 14 days under "Recent
 /// conversations", then the session's structured summary, if it has one.
-pub fn system_message(agent: &Agent, channel: &str, chat_id: &str, summary: Option<&Summary>) -> Json {
+pub fn system_message(
+    agent: &Agent,
+    channel: &str,
+    chat_id: &str,
+    summary: Option<&Summary>,
+) -> Json {
     let mut prompt = system_prompt(&agent.workspace, channel, chat_id);
     if agent.config.session.idle_reset_minutes > 0 {
         let now = chrono::Local::now().naive_local();

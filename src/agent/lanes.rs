@@ -226,7 +226,11 @@ fn take_or_retire(
     None
 }
 
-async fn handle(agent: &Arc<Agent>, inbound: &Inbound, cancel: &CancellationToken) -> Option<Reply> {
+async fn handle(
+    agent: &Arc<Agent>,
+    inbound: &Inbound,
+    cancel: &CancellationToken,
+) -> Option<Reply> {
     let key = inbound.session_key();
     match commands::parse(&inbound.text) {
         Some("/new") => Some(commands::new_session(agent, &key).await),

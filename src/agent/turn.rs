@@ -33,7 +33,11 @@ enum Ending {
 
 /// Runs one turn for `inbound`; returns the reply, or `None` when the turn was cancelled. After the turn is
 /// saved, a background consolidation starts if enough messages have piled up.
-pub async fn run(agent: &Arc<Agent>, inbound: &Inbound, cancel: &CancellationToken) -> Option<Reply> {
+pub async fn run(
+    agent: &Arc<Agent>,
+    inbound: &Inbound,
+    cancel: &CancellationToken,
+) -> Option<Reply> {
     let key = inbound.session_key();
     let handle = match agent.store.get(&key).await {
         Ok(h) => h,
@@ -185,20 +189,20 @@ impl Prefix {
         messages.extend(current.iter().cloned());
         if total > budget {
             let last_tool = messages.iter().rposition(|m| role(m) == Some("tool"));
-            for i in first_current..messages.len() {
+            for (i, m) in messages.iter_mut().enumerate().skip(first_current) {
                 if total <= budget {
                     break;
                 }
-                if role(&messages[i]) != Some("tool") || Some(i) == last_tool {
+                if role(m) != Some("tool") || Some(i) == last_tool {
                     continue;
                 }
-                let before = context::estimate_tokens(std::slice::from_ref(&messages[i]), None);
+                let before = context::estimate_tokens(std::slice::from_ref(m), None);
                 if let Some(Json::String(text)) =
-                    messages[i].as_object_mut().and_then(|o| o.get_mut("content"))
+                    m.as_object_mut().and_then(|o| o.get_mut("content"))
                 {
                     *text = truncate_chars(text, SHORTENED_TOOL_RESULT_CHARS, 0);
                 }
-                let after = context::estimate_tokens(std::slice::from_ref(&messages[i]), None);
+                let after = context::estimate_tokens(std::slice::from_ref(m), None);
                 total -= before.saturating_sub(after);
             }
         }
@@ -326,7 +330,11 @@ async fn model_loop(
 
 /// Consolidates before a request that would not fit, keeping about `keep_tokens` of recent history; whether
 /// anything moved (the failure is logged here).
-async fn consolidate(agent: &Agent, handle: &SessionHandle, keep_tokens: usize) -> Result<bool, ()> {
+async fn consolidate(
+    agent: &Agent,
+    handle: &SessionHandle,
+    keep_tokens: usize,
+) -> Result<bool, ()> {
     match agent
         .memory
         .consolidate_now(agent, handle, Scope::Budget { keep_tokens })

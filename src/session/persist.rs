@@ -270,11 +270,7 @@ fn move_to_sidecar(s: &mut Session, durability: Durability) -> Result<(), Sessio
 
 /// Writes `parts` to a temporary file beside `path`, optionally fsyncs it, renames it over `path` and fsyncs
 /// the directory. The old file stays intact until the rename; permissions of an existing file are kept.
-pub fn write_atomic(
-    path: &Path,
-    parts: &[&[u8]],
-    durable: bool,
-) -> Result<(), SessionError> {
+pub fn write_atomic(path: &Path, parts: &[&[u8]], durable: bool) -> Result<(), SessionError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));

@@ -92,8 +92,12 @@ impl RecordedRequest {
     }
 }
 
+/// Answers a request from its body; `None` leaves it to the script.
+pub type Responder = Arc<dyn Fn(&Json) -> Option<FakeResponse> + Send + Sync>;
+
 #[derive(Default)]
 struct Shared {
+    responder: Mutex<Option<Responder>>,
     script: Mutex<VecDeque<FakeResponse>>,
     default: Mutex<Option<FakeResponse>>,
     delay: Mutex<Option<Duration>>,
@@ -195,6 +199,12 @@ impl FakeOpenAi {
             r = r.header(n, v);
         }
         self.push(r);
+    }
+
+    /// Answers each request with `f(body)` when it returns an answer, before the script is consulted: for a
+    /// model that must answer by what it is asked (a background consolidation beside a turn, say).
+    pub fn set_responder(&self, f: impl Fn(&Json) -> Option<FakeResponse> + Send + Sync + 'static) {
+        *self.shared.responder.lock().unwrap() = Some(Arc::new(f));
     }
 
     /// Number of answers still queued.
@@ -333,8 +343,12 @@ async fn chat_completions(
     body: String,
 ) -> Response {
     let _in_flight = InFlight::enter(&shared);
+    let parsed = Json::parse(&body).unwrap_or(Json::Null);
     record(&shared, &method, &uri, &headers, body);
-    let scripted = shared.script.lock().unwrap().pop_front();
+    let responder = shared.responder.lock().unwrap().clone();
+    let scripted = responder
+        .and_then(|f| f(&parsed))
+        .or_else(|| shared.script.lock().unwrap().pop_front());
     let response = scripted
         .or_else(|| shared.default.lock().unwrap().clone())
         .unwrap_or_else(|| FakeResponse::ok(text_completion("ok")));

@@ -126,8 +126,13 @@ pub async fn save_memory(
         ..ChatRequest::default()
     };
     let response = match provider.chat(&request).await {
-        Err(ProviderError::Refused { status, message, .. }) => {
-            debug!(status, "the provider refused a forced tool choice ({message}); trying auto");
+        Err(ProviderError::Refused {
+            status, message, ..
+        }) => {
+            debug!(
+                status,
+                "the provider refused a forced tool choice ({message}); trying auto"
+            );
             request.tool_choice = Some(Json::str("auto"));
             provider.chat(&request).await?
         }
@@ -185,15 +190,23 @@ mod tests {
 
     #[test]
     fn arguments_are_validated() {
-        let ok = parse_arguments(r#"{"history_entry": "[2026-01-01 10:00] Met.", "memory_update": "- tea"}"#)
-            .unwrap();
+        let ok = parse_arguments(
+            r#"{"history_entry": "[2026-01-01 10:00] Met.", "memory_update": "- tea"}"#,
+        )
+        .unwrap();
         assert_eq!(ok.memory_update, "- tea");
         for (args, want) in [
             ("[1]", "not an object"),
             ("nope", "not JSON"),
             (r#"{"history_entry": "x"}"#, "memory_update is missing"),
-            (r#"{"history_entry": " ", "memory_update": "m"}"#, "history_entry is empty"),
-            (r#"{"history_entry": "x", "memory_update": {"a": 1}}"#, "memory_update is not a string"),
+            (
+                r#"{"history_entry": " ", "memory_update": "m"}"#,
+                "history_entry is empty",
+            ),
+            (
+                r#"{"history_entry": "x", "memory_update": {"a": 1}}"#,
+                "memory_update is not a string",
+            ),
         ] {
             let e = parse_arguments(args).unwrap_err().to_string();
             assert!(e.contains(want), "{args}: {e}");

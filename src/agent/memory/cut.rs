@@ -52,7 +52,16 @@ mod tests {
 
     #[test]
     fn classic_keeps_half_the_window_and_never_starts_with_a_tool_result() {
-        let roles = ["user", "assistant", "user", "assistant", "tool", "tool", "assistant", "user"];
+        let roles = [
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "tool",
+            "tool",
+            "assistant",
+            "user",
+        ];
         // 8 messages, window 6: keep 3 → target 5 is a tool result; the cut moves on to index 6.
         assert_eq!(classic_end(&roles, 6), Some(6));
         // Window 8: keep 4 → target 4 is a tool result too.
@@ -66,7 +75,14 @@ mod tests {
 
     #[test]
     fn budget_keeps_what_fits_and_always_progresses() {
-        let roles = ["user", "assistant", "tool", "assistant", "user", "assistant"];
+        let roles = [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant",
+        ];
         let tokens = [10, 10, 500, 10, 10, 10];
         assert_eq!(budget_end(&roles, &tokens, 30), Some(3));
         assert_eq!(budget_end(&roles, &tokens, 25), Some(4));
@@ -77,10 +93,21 @@ mod tests {
 
     #[test]
     fn a_cut_never_starts_with_a_tool_result() {
-        let roles = ["user", "assistant", "tool", "tool", "assistant", "tool", "user"];
+        let roles = [
+            "user",
+            "assistant",
+            "tool",
+            "tool",
+            "assistant",
+            "tool",
+            "user",
+        ];
         for window in 0..20 {
             if let Some(end) = classic_end(&roles, window) {
-                assert!(end == roles.len() || roles[end] != "tool", "window {window}");
+                assert!(
+                    end == roles.len() || roles[end] != "tool",
+                    "window {window}"
+                );
             }
         }
         for keep in 0..10 {

@@ -143,7 +143,9 @@ fn read_tail(path: &Path, bytes: u64) -> io::Result<String> {
     f.read_to_end(&mut buf)?;
     let text = String::from_utf8_lossy(&buf).into_owned();
     Ok(if start > 0 {
-        text.split_once('\n').map(|(_, rest)| rest.to_owned()).unwrap_or_default()
+        text.split_once('\n')
+            .map(|(_, rest)| rest.to_owned())
+            .unwrap_or_default()
     } else {
         text
     })
@@ -246,7 +248,10 @@ mod tests {
             ]
         );
         let got = m.recent_entries(10, 14, now).unwrap();
-        assert_eq!(got[0], "[2026-03-01 09:00] First.\n\nWith a second paragraph.");
+        assert_eq!(
+            got[0],
+            "[2026-03-01 09:00] First.\n\nWith a second paragraph."
+        );
         assert_eq!(got.len(), 4);
     }
 }

@@ -134,12 +134,20 @@ impl Memory {
         };
         let (agent, handle) = (agent.clone(), handle.clone());
         agent.memory.tasks.clone().spawn(async move {
-            let result = agent.memory.run(&agent, &handle, Scope::Classic).await;
+            // Messages that arrived meanwhile may make the next consolidation due already: run it now rather
+            // than at the next turn, which may be days away.
+            loop {
+                match agent.memory.run(&agent, &handle, Scope::Classic).await {
+                    Ok(Some(_)) if handle.lock().unconsolidated() >= window => continue,
+                    Ok(_) => break,
+                    Err(e) => {
+                        error!(session = %key, "memory consolidation failed: {e}");
+                        break;
+                    }
+                }
+            }
             drop(guard);
             drop(state);
-            if let Err(e) = result {
-                error!(session = %key, "memory consolidation failed: {e}");
-            }
             agent.memory.release_key(&key);
         });
     }
@@ -191,7 +199,10 @@ impl Memory {
         if self.tasks.is_empty() {
             return true;
         }
-        info!(running = self.tasks.len(), "waiting for memory consolidation to finish");
+        info!(
+            running = self.tasks.len(),
+            "waiting for memory consolidation to finish"
+        );
         self.tasks.close();
         let done = tokio::time::timeout(limit, self.tasks.wait()).await.is_ok();
         self.tasks.reopen();
@@ -316,7 +327,9 @@ struct Plan {
 fn plan(handle: &SessionHandle, scope: Scope, memory_window: usize) -> Option<Plan> {
     let s = handle.lock();
     let start = s.last_consolidated().min(s.len());
-    let texts: Vec<&str> = (start..s.len()).filter_map(|i| s.messages().text(i)).collect();
+    let texts: Vec<&str> = (start..s.len())
+        .filter_map(|i| s.messages().text(i))
+        .collect();
     let parsed: Vec<Json> = texts
         .iter()
         .map(|t| Json::parse(t).unwrap_or(Json::Null))
@@ -340,7 +353,10 @@ fn plan(handle: &SessionHandle, scope: Scope, memory_window: usize) -> Option<Pl
             }
         }
         Scope::Budget { keep_tokens } => {
-            let tokens: Vec<usize> = texts.iter().map(|t| t.chars().count().div_ceil(4)).collect();
+            let tokens: Vec<usize> = texts
+                .iter()
+                .map(|t| t.chars().count().div_ceil(4))
+                .collect();
             cut::budget_end(&roles, &tokens, keep_tokens)
         }
     }?;
@@ -368,7 +384,8 @@ async fn advance(
         }
         s.set_last_consolidated(plan.end);
         if let Some(summary) = summary {
-            s.metadata_mut().insert(summary::METADATA_KEY, summary.to_json());
+            s.metadata_mut()
+                .insert(summary::METADATA_KEY, summary.to_json());
         }
     }
     handle.commit().await?;

@@ -53,7 +53,8 @@ impl Summary {
 
     /// The metadata value.
     pub fn to_json(&self) -> Json {
-        let list = |s: &BTreeSet<String>| Json::Array(s.iter().map(|f| Json::str(f.as_str())).collect());
+        let list =
+            |s: &BTreeSet<String>| Json::Array(s.iter().map(|f| Json::str(f.as_str())).collect());
         let mut o = Object::new();
         o.insert("text", Json::str(self.text.as_str()));
         o.insert("read_files", list(&self.read_files));
@@ -169,17 +170,32 @@ mod tests {
         assert_eq!(back, s);
         let r = s.render();
         assert!(r.contains("<read-files>\nb\nd\n</read-files>"), "{r}");
-        assert!(r.contains("<modified-files>\na\nc\n</modified-files>"), "{r}");
+        assert!(
+            r.contains("<modified-files>\na\nc\n</modified-files>"),
+            "{r}"
+        );
     }
 
     #[test]
     fn update_prompt_carries_the_previous_summary() {
         let first = request(None, "[User]: hi");
-        let text = first[1].as_object().unwrap().get("content").unwrap().as_str().unwrap();
+        let text = first[1]
+            .as_object()
+            .unwrap()
+            .get("content")
+            .unwrap()
+            .as_str()
+            .unwrap();
         assert!(text.contains("<transcript>\n[User]: hi\n</transcript>"));
         assert!(!text.contains("previous-summary"));
         let second = request(Some("## Goal\nTea"), "[User]: more");
-        let text = second[1].as_object().unwrap().get("content").unwrap().as_str().unwrap();
+        let text = second[1]
+            .as_object()
+            .unwrap()
+            .get("content")
+            .unwrap()
+            .as_str()
+            .unwrap();
         assert!(text.contains("<previous-summary>\n## Goal\nTea\n</previous-summary>"));
         assert!(text.contains("keep everything in the previous summary"));
     }
