@@ -432,6 +432,12 @@ async fn new_clears_help_and_status_answer_and_commands_are_not_saved() {
         3,
         "commands are not written"
     );
+    // /new first moves the conversation into memory (one save_memory call), then clears.
+    fake.push_tool_calls(vec![(
+        "c1",
+        "save_memory",
+        r#"{"history_entry": "[2026-01-01 10:00] Said hi.", "memory_update": "- says hi"}"#,
+    )]);
     let new = s.router.ask(msg("discord:9", "/new")).await.expect("reply");
     assert_eq!(new.text, "New session started.");
     assert_eq!(session_lines(s.ws.path(), "discord_9.jsonl").len(), 1);
@@ -441,7 +447,7 @@ async fn new_clears_help_and_status_answer_and_commands_are_not_saved() {
             .count(),
         1
     );
-    assert_eq!(fake.request_count(), 1);
+    assert_eq!(fake.request_count(), 2);
 }
 
 #[tokio::test]
