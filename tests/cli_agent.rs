@@ -207,3 +207,51 @@ async fn agent_m_reports_a_rejected_key() {
     assert!(err.contains("rejected") && err.contains(&base), "{err}");
     assert!(!err.contains("sk-wrong-key-123"));
 }
+
+#[tokio::test]
+async fn a_one_shot_message_waits_for_the_consolidation_it_started() {
+    let fake = FakeOpenAi::start().await;
+    // The consolidation answer is slow: the process must not exit before it is written.
+    fake.set_responder(|body| {
+        body.to_python().contains("\"save_memory\"").then(|| {
+            let args = r#"{"history_entry": "[2026-11-22 10:00] Planned a trip.", "memory_update": "- likes trains"}"#;
+            FakeResponse::ok(common::fake_openai::tool_calls_completion(&[("c", "save_memory", args)]))
+                .delayed(std::time::Duration::from_millis(800))
+        })
+    });
+    let home = tempfile::tempdir().expect("tmp");
+    let ws = home.path().join("ws");
+    let base = fake.base_url();
+    let env = [
+        ("NANOGATE_PROVIDER__API_BASE", base.as_str()),
+        ("NANOGATE_PROVIDER__API_KEY", "sk-test"),
+        ("NANOGATE_AGENT__MEMORY_WINDOW", "4"),
+        ("NANOGATE_MEMORY__SUMMARY", "false"),
+    ];
+    let args = ["--workspace", ws.to_str().expect("p"), "agent", "-m"];
+    for text in ["one", "two"] {
+        let mut a = args.to_vec();
+        a.push(text);
+        let o = nanogate(home.path(), &a, &env).await;
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    // The second run made 4 messages: consolidation started after the reply and finished before the exit.
+    assert_eq!(
+        std::fs::read_to_string(ws.join("memory/HISTORY.md"))
+            .expect("HISTORY.md written before exit"),
+        "[2026-11-22 10:00] Planned a trip.\n\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("memory/MEMORY.md")).expect("MEMORY.md"),
+        "- likes trains"
+    );
+    let session = std::fs::read_to_string(ws.join("sessions/cli_direct.jsonl")).expect("session");
+    assert!(
+        session
+            .lines()
+            .next()
+            .expect("line 1")
+            .ends_with("\"last_consolidated\": 2}"),
+        "{session}"
+    );
+}

@@ -400,3 +400,79 @@ fn nanogate_and_nanobot_read_and_write_each_others_sessions() {
         after_clear
     );
 }
+
+/// After nanogate consolidates (watermark moved, summary in the metadata), nanobot loads the session, starts its
+/// history at the watermark, and would save the same bytes.
+#[test]
+fn nanobot_reads_a_session_nanogate_consolidated() {
+    use common::fake_openai::{FakeOpenAi, FakeResponse, text_completion, tool_calls_completion};
+    use nanogate::agent::{Agent, Router};
+    use nanogate::bus::Inbound;
+    use nanogate::provider::Provider;
+
+    let Some(python) = nanobot_python() else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let ws = tempfile::tempdir().expect("tmp");
+    let watermark = rt.block_on(async {
+        let fake = FakeOpenAi::start().await;
+        fake.set_responder(|body| {
+            let text = body.to_python();
+            if text.contains("\"save_memory\"") {
+                let args = r#"{"history_entry": "[2026-11-22 10:00] Chatted.", "memory_update": "- chats"}"#;
+                return Some(FakeResponse::ok(tool_calls_completion(&[("c", "save_memory", args)])));
+            }
+            if text.contains("You write context summaries") {
+                return Some(FakeResponse::ok(text_completion("## Goal\nChat.")));
+            }
+            None
+        });
+        let mut c = nanogate::config::Config::default();
+        c.provider.api_base = fake.base_url();
+        c.provider.api_key = Some("sk-test".into());
+        c.agent.memory_window = 6;
+        let store = SessionStore::open(ws.path(), StoreOptions::default()).expect("store");
+        let provider = Provider::new(&c.provider).expect("provider");
+        let agent = Agent::new(
+            c,
+            ws.path().to_path_buf(),
+            store,
+            provider,
+            nanogate::tools::default_registry(),
+            None,
+        );
+        let router = Router::new(agent.clone());
+        for i in 0..4 {
+            router
+                .ask(Inbound::text("telegram", "5", &format!("hello {i}")))
+                .await
+                .expect("reply");
+        }
+        assert!(agent.memory.wait_idle(std::time::Duration::from_secs(20)).await);
+        let h = agent.store.get("telegram:5").await.expect("session");
+        let s = h.lock();
+        assert!(s.metadata().contains_key("nanogate_summary"));
+        (s.last_consolidated(), Json::Array(s.history(500)))
+    });
+    let (watermark, ours) = watermark;
+    assert!(watermark > 0);
+    let view = nanobot_view(&python, ws.path(), &["telegram:5"]);
+    let theirs = view
+        .as_object()
+        .and_then(|o| o.get("telegram:5"))
+        .and_then(Json::as_object)
+        .expect("nanobot's view");
+    assert_eq!(
+        theirs.get("last_consolidated"),
+        Some(&Json::from(watermark))
+    );
+    assert_eq!(theirs.get("history"), Some(&ours));
+    let first = ours.as_array().and_then(|h| h.first()).expect("history");
+    assert_eq!(
+        first.as_object().and_then(|o| o.get("content")),
+        Some(&Json::str("hello 2")),
+        "history starts at the watermark"
+    );
+    assert_eq!(theirs.get("resave_identical"), Some(&Json::Bool(true)));
+}
