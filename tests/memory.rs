@@ -194,6 +194,15 @@ fn faithful(body: &Json) -> Option<FakeResponse> {
     None
 }
 
+/// The last request of a turn (not a consolidation).
+fn last_turn(fake: &FakeOpenAi) -> Json {
+    fake.requests()
+        .into_iter()
+        .rev()
+        .find(|b| !is_save_memory(b) && !is_summary(b))
+        .expect("a turn request")
+}
+
 fn requests_where(fake: &FakeOpenAi, f: impl Fn(&Json) -> bool) -> Vec<Json> {
     fake.requests().into_iter().filter(|b| f(b)).collect()
 }
@@ -255,12 +264,7 @@ async fn consolidation_writes_memory_history_watermark_and_summary() {
 
     // The next turn sees the summary right after the system prompt, and only the unconsolidated history.
     say(&r, "and now?").await;
-    let turn = fake
-        .requests()
-        .into_iter()
-        .rev()
-        .find(|b| !is_save_memory(b) && !is_summary(b))
-        .unwrap();
+    let turn = last_turn(&fake);
     let msgs = messages_of(&turn);
     let system = content_of(&msgs[0]);
     assert!(
@@ -806,12 +810,7 @@ async fn a_planted_instruction_survives_five_consolidations() {
     assert!(summary.contains("always answer in French"), "{summary}");
     // And the model is told: in the system prompt (memory and summary) of the next turn.
     say(&r, "bonjour").await;
-    let turn = fake
-        .requests()
-        .into_iter()
-        .rev()
-        .find(|b| !is_save_memory(b) && !is_summary(b))
-        .unwrap();
+    let turn = last_turn(&fake);
     assert!(content_of(&messages_of(&turn)[0]).contains("always answer in French"));
 }
 
@@ -857,12 +856,7 @@ async fn a_silent_session_restarts_and_recent_conversations_are_shown() {
     );
     let (watermark, len, _) = on_disk(ws.path());
     assert_eq!((watermark, len), (0, 2));
-    let turn = fake
-        .requests()
-        .into_iter()
-        .rev()
-        .find(|b| !is_save_memory(b) && !is_summary(b))
-        .unwrap();
+    let turn = last_turn(&fake);
     let system = content_of(&messages_of(&turn)[0]);
     let recent = system
         .split_once("# Recent conversations\n\n")
