@@ -21,8 +21,9 @@ Subcommands:
 
       Made equal to nanogate, to nanobot's advantage: loguru output is off (nanogate's bench has no log
       subscriber either), and nanobot's memory consolidation (an extra model call in the background once a
-      session holds memory_window = 100 messages; nanogate has none yet) is replaced by a no-op, so both send
-      the same 100-message history window and make one model call per turn.
+      session holds memory_window = 100 messages) is replaced by a no-op, as nanogate's is switched off with
+      memory.enabled = false, so both send the same 100-message history window and make one model call per
+      turn.
 
   report --nanogate NG.json [--nanobot NB.json] [--skipped REASON] [--strict]
       Prints the comparison table and the issue's targets (standard library only); --strict: exit 1 when a

@@ -313,6 +313,8 @@ fn setup(base_url: &str, durability: Durability, cap: Option<usize>) -> (TempDir
     config.provider.api_base = base_url.to_owned();
     config.provider.api_key = Some("bench-key".into());
     config.session.durability = durability;
+    // nanobot's side replaces its consolidation with a no-op (see bench/nanobot_agent.py); so does this one.
+    config.memory.enabled = false;
     if let Some(cap) = cap {
         config.agent.max_concurrent_turns = cap;
     }

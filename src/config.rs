@@ -201,6 +201,10 @@ impl Default for WebConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MemoryConfig {
+    /// Whether old messages are consolidated into MEMORY.md and HISTORY.md at all. Off: no model call ever
+    /// sees the conversation for memory; `/new` only archives the transcript; a request that would not fit is
+    /// trimmed (oldest history left out of it) instead.
+    pub enabled: bool,
     /// Whether each consolidation also writes a structured summary into the session's metadata, which the
     /// model then sees right after the system prompt.
     pub summary: bool,
@@ -211,6 +215,7 @@ pub struct MemoryConfig {
 impl Default for MemoryConfig {
     fn default() -> Self {
         MemoryConfig {
+            enabled: true,
             summary: true,
             shutdown_wait_secs: 60,
         }

@@ -872,3 +872,35 @@ async fn a_silent_session_restarts_and_recent_conversations_are_shown() {
     say(&r, "still here").await;
     assert_eq!(on_disk(ws.path()).1, 4);
 }
+
+#[tokio::test]
+async fn with_memory_off_no_model_call_reads_the_conversation_for_memory() {
+    let fake = FakeOpenAi::start().await;
+    fake.set_responder(faithful);
+    let ws = tempfile::tempdir().unwrap();
+    let r = router(
+        ws.path(),
+        config(&fake, |c| {
+            c.memory.enabled = false;
+            c.agent.context_window = 1_500;
+            c.agent.reserve_tokens = 200;
+        }),
+    );
+    for i in 0..12 {
+        say(&r, &format!("m{i} {}", "padding ".repeat(40))).await;
+    }
+    settle(&r).await;
+    assert_eq!(say(&r, "/new").await, "New session started.");
+    assert!(requests_where(&fake, |b| is_save_memory(b) || is_summary(b)).is_empty());
+    assert!(!ws.path().join("memory/HISTORY.md").exists());
+    // The transcript is archived whole, and requests were still kept under the budget by trimming.
+    let archived = std::fs::read_dir(ws.path().join("sessions/archive"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert_eq!(read(archived).lines().count(), 1 + 24);
+    let biggest = fake.requests().iter().map(request_tokens).max().unwrap();
+    assert!(biggest <= 1_300, "{biggest}");
+}

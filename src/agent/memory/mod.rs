@@ -124,7 +124,7 @@ impl Memory {
     /// starts one in the background. Returns at once.
     pub fn after_turn(agent: &Arc<Agent>, handle: &SessionHandle) {
         let window = agent.config.agent.memory_window;
-        if window == 0 || handle.lock().unconsolidated() < window {
+        if !agent.config.memory.enabled || window == 0 || handle.lock().unconsolidated() < window {
             return;
         }
         let key = handle.key().to_owned();
@@ -160,6 +160,9 @@ impl Memory {
         handle: &SessionHandle,
         scope: Scope,
     ) -> Result<Option<Consolidated>, ConsolidationError> {
+        if !agent.config.memory.enabled {
+            return Ok(None);
+        }
         let state = self.key_state(handle.key());
         let guard = state.lock.lock().await;
         let result = self.run(agent, handle, scope).await;
@@ -169,8 +172,9 @@ impl Memory {
         result
     }
 
-    /// `/new` and the idle reset: archives every unconsolidated message into memory, then clears the session
-    /// (the transcript moves to `sessions/archive/`). When archiving fails, the session is left as it was.
+    /// `/new` and the idle reset: archives every unconsolidated message into memory (unless `memory.enabled` is
+    /// off), then clears the session (the transcript moves to `sessions/archive/`). When archiving fails, the
+    /// session is left as it was.
     /// Returns the archive path.
     pub async fn archive_and_clear(
         &self,
@@ -181,7 +185,9 @@ impl Memory {
         let state = self.key_state(key);
         let guard = state.lock.lock().await;
         let result = async {
-            self.run(agent, &handle, Scope::All).await?;
+            if agent.config.memory.enabled {
+                self.run(agent, &handle, Scope::All).await?;
+            }
             handle.lock().metadata_mut().remove(summary::METADATA_KEY);
             Ok(agent.store.clear(key).await?)
         }
