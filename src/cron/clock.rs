@@ -56,7 +56,8 @@ impl Clock {
             // Exact, so a paused test clock wakes the runner on the very millisecond.
             Clock::Simulated { base_ms, base } => {
                 let offset = at_ms.saturating_sub(*base_ms).max(0);
-                (*base + Duration::from_millis(u64::try_from(offset).unwrap_or(0))).max(Instant::now())
+                (*base + Duration::from_millis(u64::try_from(offset).unwrap_or(0)))
+                    .max(Instant::now())
             }
             Clock::System => {
                 let wait = at_ms.saturating_sub(self.now_ms()).max(0);

@@ -82,9 +82,7 @@ pub fn active_tasks(text: &str) -> Vec<String> {
         let Some(item) = list_item(&line) else {
             continue;
         };
-        let item = if let Some(rest) = item
-            .strip_prefix("[ ]")
-            .or_else(|| item.strip_prefix("[]"))
+        let item = if let Some(rest) = item.strip_prefix("[ ]").or_else(|| item.strip_prefix("[]"))
         {
             rest.trim()
         } else if item.starts_with("[x]") || item.starts_with("[X]") {
@@ -129,9 +127,7 @@ pub fn prompt(tasks: &[String]) -> String {
         text.push_str(t);
         text.push('\n');
     }
-    text.push_str(
-        "\nFollow them now. If nothing needs attention, reply with just: HEARTBEAT_OK",
-    );
+    text.push_str("\nFollow them now. If nothing needs attention, reply with just: HEARTBEAT_OK");
     text
 }
 
@@ -295,7 +291,9 @@ mod tests {
             ## Active Tasks\n\n<!-- Add your periodic tasks below this line -->\n\n\n## Completed\n\n\
             <!-- Move completed tasks here or delete them -->\n";
         assert!(active_tasks(nanobots).is_empty());
-        assert!(active_tasks("- [ ]\n* [ ]\n- \n<!--\n- hidden\n-->\n- [x] done already\n").is_empty());
+        assert!(
+            active_tasks("- [ ]\n* [ ]\n- \n<!--\n- hidden\n-->\n- [x] done already\n").is_empty()
+        );
         assert!(active_tasks("").is_empty());
     }
 

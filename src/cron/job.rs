@@ -392,9 +392,7 @@ impl CronJob {
 
         let mut p = f.object("payload")?;
         let payload = Payload {
-            kind: p
-                .opt_string("kind")?
-                .unwrap_or_else(|| "agent_turn".into()),
+            kind: p.opt_string("kind")?.unwrap_or_else(|| "agent_turn".into()),
             message: p.opt_string("message")?.unwrap_or_default(),
             deliver: p.bool_or("deliver", false)?,
             channel: p.opt_string("channel")?,

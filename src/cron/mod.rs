@@ -48,7 +48,9 @@ pub fn add_job(
     if next.is_none() {
         return Err(CronError::InvalidSchedule(format!(
             "the time {} has already passed",
-            schedule.at_ms.map_or_else(String::new, schedule::local_time)
+            schedule
+                .at_ms
+                .map_or_else(String::new, schedule::local_time)
         )));
     }
     store.update(|file| {

@@ -140,7 +140,11 @@ async fn load_blocking(store: &JobStore) -> Result<(JobsFile, Option<FileStamp>)
         store.load().map(|f| (f, stamp))
     })
     .await
-    .unwrap_or_else(|e| Err(CronError::InvalidSchedule(format!("loading jobs panicked: {e}"))))
+    .unwrap_or_else(|e| {
+        Err(CronError::InvalidSchedule(format!(
+            "loading jobs panicked: {e}"
+        )))
+    })
 }
 
 struct Runner {
@@ -291,9 +295,9 @@ fn claim_due(file: &mut JobsFile, now: i64, grace_ms: i64) -> Vec<Fire> {
                 }
             },
         };
-        let (latest, next) = match schedule::latest_due(&job.schedule, slot, now).and_then(|l| {
-            schedule::next_after_slot(&job.schedule, l, now).map(|n| (l, n))
-        }) {
+        let (latest, next) = match schedule::latest_due(&job.schedule, slot, now)
+            .and_then(|l| schedule::next_after_slot(&job.schedule, l, now).map(|n| (l, n)))
+        {
             Ok(v) => v,
             Err(e) => {
                 broken(job, &e, now);
@@ -438,7 +442,11 @@ async fn run_job(
     deliver(outbound.as_ref(), &job, &outcome);
 }
 
-fn deliver(outbound: Option<&mpsc::UnboundedSender<Outbound>>, job: &CronJob, outcome: &RunOutcome) {
+fn deliver(
+    outbound: Option<&mpsc::UnboundedSender<Outbound>>,
+    job: &CronJob,
+    outcome: &RunOutcome,
+) {
     let (Some((channel, chat_id)), Some(text)) = (job.delivery(), outcome.reply.as_ref()) else {
         return;
     };
@@ -488,8 +496,10 @@ mod tests {
     #[test]
     fn inside_the_grace_runs_once_outside_is_skipped() {
         let mut f = JobsFile::default();
-        f.jobs.push(job("a", Schedule::every(60 * MIN), Some(100 * MIN), None));
-        f.jobs.push(job("b", Schedule::every(600 * MIN), Some(10 * MIN), None));
+        f.jobs
+            .push(job("a", Schedule::every(60 * MIN), Some(100 * MIN), None));
+        f.jobs
+            .push(job("b", Schedule::every(600 * MIN), Some(10 * MIN), None));
         let fires = claim_due(&mut f, 130 * MIN, 60 * MIN);
         assert_eq!(fires.len(), 1);
         assert_eq!(fires[0].job.id, "a");
@@ -504,8 +514,12 @@ mod tests {
     #[test]
     fn a_covered_slot_never_runs_again() {
         let mut f = JobsFile::default();
-        f.jobs
-            .push(job("a", Schedule::every(60 * MIN), Some(100 * MIN), Some(101 * MIN)));
+        f.jobs.push(job(
+            "a",
+            Schedule::every(60 * MIN),
+            Some(100 * MIN),
+            Some(101 * MIN),
+        ));
         assert!(claim_due(&mut f, 110 * MIN, 60 * MIN).is_empty());
         assert_eq!(f.jobs[0].state.next_run_at_ms, Some(160 * MIN));
     }
@@ -513,7 +527,8 @@ mod tests {
     #[test]
     fn at_jobs_finish_when_claimed() {
         let mut f = JobsFile::default();
-        f.jobs.push(job("keep", Schedule::at(5 * MIN), Some(5 * MIN), None));
+        f.jobs
+            .push(job("keep", Schedule::at(5 * MIN), Some(5 * MIN), None));
         let mut gone = job("gone", Schedule::at(5 * MIN), Some(5 * MIN), None);
         gone.delete_after_run = true;
         f.jobs.push(gone);
@@ -526,7 +541,8 @@ mod tests {
     #[test]
     fn a_broken_expression_disables_the_job() {
         let mut f = JobsFile::default();
-        f.jobs.push(job("x", Schedule::cron("nope", None), None, None));
+        f.jobs
+            .push(job("x", Schedule::cron("nope", None), None, None));
         assert!(claim_due(&mut f, 0, 60 * MIN).is_empty());
         assert!(!f.jobs[0].enabled);
         assert!(

@@ -290,7 +290,7 @@ mod tests {
         assert_eq!(
             got,
             [
-                utc(2026, 3, 29, 1, 0, 0), // 03:00 CEST, right after the gap
+                utc(2026, 3, 29, 1, 0, 0),  // 03:00 CEST, right after the gap
                 utc(2026, 3, 30, 0, 30, 0), // 02:30 CEST
                 utc(2026, 3, 31, 0, 30, 0),
             ]

@@ -188,9 +188,12 @@ mod tests {
 
     #[test]
     fn syntax_errors_name_line_and_column() {
-        let e = parse(Path::new("/x/jobs.json"), "{\n  \"version\": 1,\n  \"jobs\": [,]\n}")
-            .unwrap_err()
-            .to_string();
+        let e = parse(
+            Path::new("/x/jobs.json"),
+            "{\n  \"version\": 1,\n  \"jobs\": [,]\n}",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("/x/jobs.json") && e.contains("line 3, column 12"),
             "{e}"
@@ -212,7 +215,10 @@ mod tests {
             })
             .unwrap();
         let text = fs::read_to_string(store.path()).unwrap();
-        assert_eq!(text, "{\n  \"version\": 1,\n  \"jobs\": [],\n  \"note\": \"x\"\n}");
+        assert_eq!(
+            text,
+            "{\n  \"version\": 1,\n  \"jobs\": [],\n  \"note\": \"x\"\n}"
+        );
         assert!(store.lock_path().ends_with("jobs.json.lock"));
     }
 }

@@ -65,17 +65,17 @@ impl Tool for CronTool {
         action.insert("description", Json::str("Action to perform"));
         let mut props = Object::new();
         props.insert("action", Json::Object(action));
-        props.insert(
-            "message",
-            prop("string", "Reminder message (for add)"),
-        );
+        props.insert("message", prop("string", "Reminder message (for add)"));
         props.insert(
             "every_seconds",
             prop("integer", "Interval in seconds (for recurring tasks)"),
         );
         props.insert(
             "cron_expr",
-            prop("string", "Cron expression like '0 9 * * *' (for scheduled tasks)"),
+            prop(
+                "string",
+                "Cron expression like '0 9 * * *' (for scheduled tasks)",
+            ),
         );
         props.insert(
             "tz",
@@ -179,7 +179,8 @@ fn add_request(args: &Object, ctx: &ToolContext, now_ms: i64) -> Result<AddReque
         (Schedule::cron(expr.trim(), tz.map(str::trim)), false)
     } else {
         let at = at.unwrap_or_default();
-        let at_ms = parse_local_datetime(at).map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
+        let at_ms =
+            parse_local_datetime(at).map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
         if at_ms <= now_ms {
             return Err(ToolError::InvalidArguments(format!(
                 "`at` {at:?} is in the past (now is {})",
@@ -203,8 +204,7 @@ fn run(store: &JobStore, request: Request, now: i64) -> Result<String, ToolError
     match request {
         Request::Add(r) => {
             let name = cron::job::name_from_message(&r.message);
-            let payload =
-                Payload::agent_turn(&r.message, true, Some(r.channel), Some(r.chat_id));
+            let payload = Payload::agent_turn(&r.message, true, Some(r.channel), Some(r.chat_id));
             let job = cron::add_job(store, &name, r.schedule, payload, r.delete_after_run, now)
                 .map_err(failed)?;
             Ok(format!("Created job '{}' (id: {})", job.name, job.id))
