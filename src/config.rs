@@ -435,6 +435,11 @@ mod tests {
         assert_eq!(c.heartbeat.interval_minutes, 0);
         let e = parse("[cron]\ngrace = 5\n", &[]).unwrap_err().to_string();
         assert!(e.contains("grace"), "{e}");
+        // The example config (what `onboard` writes) states the same defaults.
+        let example = parse(include_str!("../config.toml.example"), &[]).unwrap();
+        assert_eq!(example.cron.store, Config::default().cron.store);
+        assert_eq!(example.cron.catch_up_grace_minutes, 60);
+        assert_eq!(example.heartbeat.interval_minutes, 30);
     }
 
     #[test]
