@@ -2,7 +2,7 @@
 //! the run in `jobs.json`.
 //!
 //! **The loop.** Each round the runner looks at the file's stamp (size, mtime, inode) and re-reads it when it
-//! changed, so jobs added, removed or edited by `nanogate cron …` or by the agent's `cron` tool are picked up
+//! changed (and at least once a minute regardless), so jobs added, removed or edited by `nanogate cron …` or by the agent's `cron` tool are picked up
 //! within one poll interval (1 s) without a restart. It then handles every due job and sleeps until the
 //! earliest `nextRunAtMs`, or the next poll, whichever comes first. Time comes from a [`Clock`], so tests
 //! drive the runner with tokio's paused clock.
@@ -48,6 +48,10 @@ use crate::config::CronConfig;
 
 /// How often the runner looks for changes to the file when no job is due sooner.
 pub const DEFAULT_POLL: Duration = Duration::from_secs(1);
+
+/// The file is re-read at least this often even when its stamp looks unchanged: two writes of the same size
+/// within one mtime tick, on a reused inode, would otherwise go unnoticed.
+const REREAD_MS: i64 = 60_000;
 
 /// A wake-up this late is still "on time", whatever the grace: timers and a busy machine are never exact.
 const TIMER_SLACK_MS: i64 = 5_000;
@@ -103,6 +107,7 @@ impl Scheduler {
             opts: options,
             view: Some(file),
             stamp,
+            read_at_ms: options.clock.now_ms(),
             runs: JoinSet::new(),
         };
         let task = tokio::spawn(runner.run(cancel.clone()));
@@ -155,6 +160,8 @@ struct Runner {
     /// The file as last read; `None` while it is corrupt.
     view: Option<JobsFile>,
     stamp: Option<FileStamp>,
+    /// When the file was last read.
+    read_at_ms: i64,
     runs: JoinSet<()>,
 }
 
@@ -167,7 +174,7 @@ impl Runner {
     async fn run(mut self, cancel: CancellationToken) {
         loop {
             while self.runs.try_join_next().is_some() {}
-            self.refresh().await;
+            self.refresh(self.opts.clock.now_ms()).await;
             let now = self.opts.clock.now_ms();
             if self.any_due(now) {
                 self.tick(now).await;
@@ -189,12 +196,14 @@ impl Runner {
         info!("scheduler stopped");
     }
 
-    /// Re-reads the file when its stamp changed.
-    async fn refresh(&mut self) {
+    /// Re-reads the file when its stamp changed (or it was not read for a while).
+    async fn refresh(&mut self, now: i64) {
         let stamp = self.store.stamp();
-        if stamp == self.stamp && (self.view.is_some() || stamp.is_none()) {
+        let fresh = now.saturating_sub(self.read_at_ms) < REREAD_MS;
+        if fresh && stamp == self.stamp && (self.view.is_some() || stamp.is_none()) {
             return;
         }
+        self.read_at_ms = now;
         let was_ok = self.view.is_some();
         match load_blocking(&self.store).await {
             Ok((file, stamp)) => {
@@ -207,7 +216,7 @@ impl Runner {
                 self.stamp = stamp;
             }
             Err(e) => {
-                // Logged once per version of the file, not once per poll.
+                // Logged once per version of the file, not once per poll or re-read.
                 if was_ok || stamp != self.stamp {
                     error!("{e}");
                 }
@@ -260,6 +269,7 @@ impl Runner {
         };
         self.view = Some(file);
         self.stamp = stamp;
+        self.read_at_ms = now;
         for fire in fires {
             let run = run_job(
                 self.store.clone(),
