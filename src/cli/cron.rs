@@ -138,7 +138,9 @@ pub async fn run(ctx: &Context, cmd: CronCommand) -> Result<i32> {
 
 fn list(store: &JobStore, all: bool) -> Result<i32> {
     let file = store.load()?;
-    let jobs: Vec<_> = file.jobs.iter().filter(|j| all || j.enabled).collect();
+    let mut jobs: Vec<_> = file.jobs.iter().filter(|j| all || j.enabled).collect();
+    // Soonest first (nanobot's order); jobs without a next run last.
+    jobs.sort_by_key(|j| j.state.next_run_at_ms.unwrap_or(i64::MAX));
     if jobs.is_empty() {
         println!("No scheduled jobs.");
         return Ok(0);

@@ -211,7 +211,9 @@ fn run(store: &JobStore, request: Request, now: i64) -> Result<String, ToolError
         }
         Request::List => {
             let file = store.load().map_err(failed)?;
-            let jobs: Vec<_> = file.jobs.iter().filter(|j| j.enabled).collect();
+            let mut jobs: Vec<_> = file.jobs.iter().filter(|j| j.enabled).collect();
+            // nanobot's order: soonest first, jobs without a next run last.
+            jobs.sort_by_key(|j| j.state.next_run_at_ms.unwrap_or(i64::MAX));
             if jobs.is_empty() {
                 return Ok("No scheduled jobs.".into());
             }
