@@ -268,6 +268,13 @@ impl Default for HeartbeatConfig {
     }
 }
 
+impl HeartbeatConfig {
+    /// The interval between beats; zero when the heartbeat is off.
+    pub fn interval(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.interval_minutes.saturating_mul(60))
+    }
+}
+
 /// A configuration that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {

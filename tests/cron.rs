@@ -903,6 +903,21 @@ fn cli_rejects_bad_schedules_clearly() {
     assert!(text(&o).1.contains("already passed"), "{}", text(&o).1);
     let o = run(&["cron", "add", "--name", "x", "--message", "x"]);
     assert!(!o.status.success());
+    let o = run(&[
+        "cron",
+        "add",
+        "--name",
+        "x",
+        "--message",
+        "x",
+        "--every",
+        "60",
+        "--deliver",
+        "--to",
+        "42",
+    ]);
+    assert!(!o.status.success(), "--deliver needs --channel too");
+    assert!(text(&o).1.contains("--channel"), "{}", text(&o).1);
     assert!(!store.exists(), "nothing was written");
 }
 

@@ -46,7 +46,7 @@ pub enum CronCommand {
         #[arg(long, value_name = "ISO", group = "when")]
         at: Option<String>,
         /// Send the reply to --channel/--to.
-        #[arg(long, requires = "to")]
+        #[arg(long, requires_all = ["channel", "to"])]
         deliver: bool,
         /// The channel to deliver to (telegram, discord, …).
         #[arg(long)]

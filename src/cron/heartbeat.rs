@@ -5,9 +5,9 @@
 //! skipped without calling the model, which is the common case and costs nothing. An active task is a list
 //! item (`- `, `* `, `+ ` or `1. `) with some text, outside HTML comments and outside a section headed
 //! "Completed" or "Done"; an empty checkbox (`- [ ]`), a ticked one (`- [x] …`), headings, prose and blank
-//! lines are not tasks. (nanobot 0.1.4 counts any line that is not a heading, comment or bare checkbox,
-//! so its own template's prose would wake the model every half hour; list items are what the template asks
-//! for.)
+//! lines are not tasks. (nanobot 0.1.4.post3 asks the model at every beat whether a non-empty file has
+//! active tasks, so even its own template costs a model call every half hour; deciding from the list items,
+//! which is what the template asks for, costs nothing.)
 //!
 //! When there are tasks, they run as one turn on session key `heartbeat`, with the tasks in the message. The
 //! reply goes to the most recently active chat: the session with the latest `updated_at` whose channel is a
