@@ -50,20 +50,20 @@ impl Clock {
         }
     }
 
-    /// The tokio instant at which this clock reads `at_ms` (now, when `at_ms` has passed).
+    /// The tokio instant at which this clock reads `at_ms` (now, when `at_ms` has passed; about a year ahead at
+    /// most, which the runner never needs, so a wild value cannot overflow).
     pub fn instant_at(&self, at_ms: i64) -> Instant {
-        match self {
-            // Exact, so a paused test clock wakes the runner on the very millisecond.
-            Clock::Simulated { base_ms, base } => {
-                let offset = at_ms.saturating_sub(*base_ms).max(0);
-                (*base + Duration::from_millis(u64::try_from(offset).unwrap_or(0)))
-                    .max(Instant::now())
-            }
-            Clock::System => {
-                let wait = at_ms.saturating_sub(self.now_ms()).max(0);
-                Instant::now() + Duration::from_millis(u64::try_from(wait).unwrap_or(0))
-            }
-        }
+        const MAX_AHEAD: Duration = Duration::from_secs(366 * 24 * 3600);
+        let (from, offset) = match self {
+            // From the base, so a paused test clock wakes the runner on the very millisecond.
+            Clock::Simulated { base_ms, base } => (*base, at_ms.saturating_sub(*base_ms)),
+            Clock::System => (Instant::now(), at_ms.saturating_sub(self.now_ms())),
+        };
+        let now = Instant::now();
+        let offset = Duration::from_millis(u64::try_from(offset.max(0)).unwrap_or(0));
+        from.checked_add(offset)
+            .unwrap_or(now + MAX_AHEAD)
+            .clamp(now, now + MAX_AHEAD)
     }
 }
 
@@ -73,4 +73,22 @@ pub fn system_now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_simulated_clock_follows_tokio_time() {
+        let clock = Clock::simulated(1_000_000);
+        tokio::time::advance(Duration::from_millis(1_500)).await;
+        assert_eq!(clock.now_ms(), 1_001_500);
+        let at = clock.instant_at(1_002_000);
+        assert_eq!(at - Instant::now(), Duration::from_millis(500));
+        // Passed times are now; absurd ones are capped instead of overflowing.
+        assert_eq!(clock.instant_at(0), Instant::now());
+        assert!(clock.instant_at(i64::MAX) > Instant::now());
+        assert!(Clock::system().instant_at(i64::MAX) > Instant::now());
+    }
 }
