@@ -198,7 +198,11 @@ async fn run_now(ctx: &Context, store: &JobStore, id: &str, force: bool) -> Resu
         bail!("job {id} is disabled; use --force to run it anyway");
     }
     let (out_tx, mut out_rx) = mpsc::unbounded_channel();
-    let router = Router::new(build_agent(ctx, Some(out_tx))?);
+    let agent = build_agent(ctx, Some(out_tx)).context(
+        "`cron run` runs the job in this process, so it needs the workspace to itself (stop the daemon, or wait \
+         for the job's next run there)",
+    )?;
+    let router = Router::new(agent);
     let printer = tokio::spawn(async move {
         while let Some(m) = out_rx.recv().await {
             println!("[message to {}:{}] {}", m.channel, m.chat_id, m.text);

@@ -57,9 +57,10 @@ pub fn parse_expr(expr: &str) -> Result<Cron, CronError> {
         .parse(expr)
         .map_err(|e| {
             CronError::InvalidSchedule(format!(
-                "invalid cron expression {expr:?}: {e}. Use 5 fields (minute hour day-of-month month \
+                "invalid cron expression {expr:?}: {}. Use 5 fields (minute hour day-of-month month \
                  day-of-week, e.g. \"0 9 * * 1-5\"), 6 with seconds first, or @hourly, @daily, @weekly, \
-                 @monthly, @yearly"
+                 @monthly, @yearly",
+                e.to_string().trim_end_matches('.')
             ))
         })
 }
