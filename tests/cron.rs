@@ -1006,3 +1006,24 @@ fn jobs_file_default_is_empty_and_versioned() {
         "{\n  \"version\": 1,\n  \"jobs\": []\n}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_file_that_cannot_be_updated_runs_nothing_until_it_can() {
+    let t0 = utc(2026, 5, 1, 8, 0);
+    let mut rig = Rig::new(t0).await;
+    let job = rig.add(Schedule::every(5 * MIN), "water");
+    // A directory where the lock file should be: the slot cannot be claimed, so it must not run.
+    std::fs::remove_file(rig.store.lock_path()).expect("rm the lock file");
+    std::fs::create_dir(rig.store.lock_path()).expect("mkdir");
+    let handle = rig.start().await;
+    rig.sleep_until(t0 + 20 * MIN).await;
+    rig.no_reply_yet();
+    assert_eq!(rig.fake.request_count(), 0);
+    std::fs::remove_dir(rig.store.lock_path()).expect("rmdir");
+    rig.delivered().await;
+    let j = rig.job(&job.id);
+    let ran = j.state.last_run_at_ms.expect("ran") - t0;
+    assert!((20 * MIN..=20 * MIN + SEC).contains(&ran), "{ran}");
+    assert_eq!(rig.fake.request_count(), 1, "the missed slots ran once");
+    handle.shutdown().await;
+}

@@ -108,6 +108,7 @@ impl Scheduler {
             view: Some(file),
             stamp,
             read_at_ms: options.clock.now_ms(),
+            tick_error: None,
             runs: JoinSet::new(),
         };
         let task = tokio::spawn(runner.run(cancel.clone()));
@@ -162,6 +163,8 @@ struct Runner {
     stamp: Option<FileStamp>,
     /// When the file was last read.
     read_at_ms: i64,
+    /// The last error updating the file, so a lasting one is logged once.
+    tick_error: Option<String>,
     runs: JoinSet<()>,
 }
 
@@ -176,16 +179,18 @@ impl Runner {
             while self.runs.try_join_next().is_some() {}
             self.refresh(self.opts.clock.now_ms()).await;
             let now = self.opts.clock.now_ms();
-            if self.any_due(now) {
-                self.tick(now).await;
-            }
+            let handled = !self.any_due(now) || self.tick(now).await;
             let poll_ms = i64::try_from(self.opts.poll.as_millis())
                 .unwrap_or(i64::MAX)
                 .max(1);
-            let wake = self
+            let mut wake = self
                 .next_due()
                 .unwrap_or(i64::MAX)
                 .min(now.saturating_add(poll_ms));
+            if !handled {
+                // The file could not be updated: try again at the next poll, not in a busy loop.
+                wake = now.saturating_add(poll_ms);
+            }
             tokio::select! {
                 _ = tokio::time::sleep_until(self.opts.clock.instant_at(wake)) => {}
                 _ = cancel.cancelled() => break,
@@ -244,8 +249,9 @@ impl Runner {
         })
     }
 
-    /// Handles every due job in one locked read-modify-write, then starts the claimed runs.
-    async fn tick(&mut self, now: i64) {
+    /// Handles every due job in one locked read-modify-write, then starts the claimed runs. Returns whether
+    /// the file could be updated.
+    async fn tick(&mut self, now: i64) -> bool {
         let store = self.store.clone();
         let grace_ms = i64::try_from(self.opts.catch_up_grace.as_millis()).unwrap_or(i64::MAX);
         let result = tokio::task::spawn_blocking(move || {
@@ -257,16 +263,22 @@ impl Runner {
         let (fires, file, stamp) = match result {
             Ok(Ok(v)) => v,
             Ok(Err(e)) => {
-                error!("{e}");
+                // Logged once per distinct error, not once per poll.
+                let text = e.to_string();
+                if self.tick_error.as_ref() != Some(&text) {
+                    error!("{text}");
+                    self.tick_error = Some(text);
+                }
                 // Re-read next round (the file may be corrupt now; `refresh` stops the scheduler then).
                 self.stamp = None;
-                return;
+                return false;
             }
             Err(e) => {
                 error!("the scheduler's file update panicked: {e}");
-                return;
+                return false;
             }
         };
+        self.tick_error = None;
         self.view = Some(file);
         self.stamp = stamp;
         self.read_at_ms = now;
@@ -280,6 +292,7 @@ impl Runner {
             );
             self.runs.spawn(run);
         }
+        true
     }
 }
 
