@@ -1027,3 +1027,25 @@ async fn a_file_that_cannot_be_updated_runs_nothing_until_it_can() {
     assert_eq!(rig.fake.request_count(), 1, "the missed slots ran once");
     handle.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn two_schedulers_on_one_file_run_each_slot_once() {
+    // Two daemons (say, two workspaces sharing the default cron.store) claim slots under the file's lock.
+    let t0 = utc(2026, 5, 1, 8, 0);
+    let mut rig = Rig::new(t0).await;
+    let job = rig.add(Schedule::every(10 * MIN), "shared");
+    let a = rig.start().await;
+    let b = rig.start().await;
+    for n in 1..=3 {
+        rig.delivered().await;
+        assert_eq!(
+            rig.job(&job.id).state.last_run_at_ms,
+            Some(t0 + n * 10 * MIN)
+        );
+    }
+    rig.sleep_until(t0 + 35 * MIN).await;
+    rig.no_reply_yet();
+    assert_eq!(rig.fake.request_count(), 3);
+    a.shutdown().await;
+    b.shutdown().await;
+}
