@@ -30,6 +30,10 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// `[memory]`: consolidation into MEMORY.md, HISTORY.md and the structured summary.
     pub memory: MemoryConfig,
+    /// `[cron]`: scheduled jobs.
+    pub cron: CronConfig,
+    /// `[heartbeat]`: the periodic look at `HEARTBEAT.md`.
+    pub heartbeat: HeartbeatConfig,
 }
 
 /// The default API base: OpenAI's.
@@ -255,6 +259,59 @@ impl SessionConfig {
     }
 }
 
+/// `[cron]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CronConfig {
+    /// The jobs file (nanobot's format); `~` is expanded. A nanobot user can point it at
+    /// `~/.nanobot/cron/jobs.json`.
+    pub store: PathBuf,
+    /// A slot missed while the daemon was down runs at start-up only if it is less than this many minutes late.
+    pub catch_up_grace_minutes: u64,
+}
+
+impl Default for CronConfig {
+    fn default() -> Self {
+        CronConfig {
+            store: PathBuf::from("~/.nanogate/cron/jobs.json"),
+            catch_up_grace_minutes: 60,
+        }
+    }
+}
+
+impl CronConfig {
+    /// The jobs file with `~` expanded; an error when it starts with `~` and `$HOME` is not set.
+    pub fn store_path(&self) -> Result<PathBuf, ConfigError> {
+        if self.store.starts_with("~") && std::env::var_os("HOME").is_none_or(|h| h.is_empty()) {
+            return Err(ConfigError::NoHome);
+        }
+        Ok(expand_tilde(&self.store))
+    }
+}
+
+/// `[heartbeat]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HeartbeatConfig {
+    /// Minutes between two looks at `HEARTBEAT.md`; 0 turns the heartbeat off.
+    pub interval_minutes: u64,
+}
+
+impl Default for HeartbeatConfig {
+    fn default() -> Self {
+        HeartbeatConfig {
+            interval_minutes: 30,
+        }
+    }
+}
+
+impl HeartbeatConfig {
+    /// The interval between beats; zero when the heartbeat is off.
+    pub fn interval(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.interval_minutes.saturating_mul(60))
+    }
+}
+
 /// A configuration that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -405,6 +462,28 @@ mod tests {
         let c = parse("", &[]).unwrap();
         assert_eq!(c.session.cache_idle_minutes, 30);
         assert_eq!(c.session.durability, Durability::Fsync);
+        assert_eq!(c.cron.catch_up_grace_minutes, 60);
+        assert_eq!(c.heartbeat.interval_minutes, 30);
+        assert_eq!(c.cron.store, Path::new("~/.nanogate/cron/jobs.json"));
+    }
+
+    #[test]
+    fn cron_and_heartbeat_sections() {
+        let c = parse(
+            "[cron]\nstore = \"/srv/jobs.json\"\ncatch_up_grace_minutes = 5\n[heartbeat]\ninterval_minutes = 0\n",
+            &[("NANOGATE_CRON__CATCH_UP_GRACE_MINUTES", "7")],
+        )
+        .unwrap();
+        assert_eq!(c.cron.store_path().unwrap(), Path::new("/srv/jobs.json"));
+        assert_eq!(c.cron.catch_up_grace_minutes, 7);
+        assert_eq!(c.heartbeat.interval_minutes, 0);
+        let e = parse("[cron]\ngrace = 5\n", &[]).unwrap_err().to_string();
+        assert!(e.contains("grace"), "{e}");
+        // The example config (what `onboard` writes) states the same defaults.
+        let example = parse(include_str!("../config.toml.example"), &[]).unwrap();
+        assert_eq!(example.cron.store, Config::default().cron.store);
+        assert_eq!(example.cron.catch_up_grace_minutes, 60);
+        assert_eq!(example.heartbeat.interval_minutes, 30);
     }
 
     #[test]

@@ -476,3 +476,72 @@ fn nanobot_reads_a_session_nanogate_consolidated() {
     );
     assert_eq!(theirs.get("resave_identical"), Some(&Json::Bool(true)));
 }
+
+/// nanobot's `CronService` loads a `jobs.json` nanogate wrote (every schedule kind, unicode, run records) and
+/// saves it back to the same bytes, so the two can share one jobs file.
+#[test]
+fn nanobot_reads_and_rewrites_nanogates_jobs_file_byte_for_byte() {
+    use nanogate::cron::{self, JobStore, Payload, Schedule};
+    let Some(python) = nanobot_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    let ours = dir.path().join("jobs.json");
+    let store = JobStore::new(&ours);
+    let now = 1_795_341_026_242;
+    let tg = || {
+        Payload::agent_turn(
+            "Trink Wasser 💧",
+            true,
+            Some("telegram".into()),
+            Some("42".into()),
+        )
+    };
+    cron::add_job(&store, "every", Schedule::every(90_500), tg(), false, now).expect("every");
+    cron::add_job(
+        &store,
+        "werktags",
+        Schedule::cron("0 9 * * 1-5", Some("Europe/Berlin")),
+        Payload::agent_turn("Morning \"briefing\"\n", false, None, None),
+        false,
+        now,
+    )
+    .expect("cron");
+    let at =
+        cron::add_job(&store, "once", Schedule::at(now + 60_000), tg(), true, now).expect("at");
+    store
+        .update(|f| {
+            let j = f.get_mut(&at.id).expect("job");
+            j.state.last_run_at_ms = Some(now + 60_001);
+            j.state.last_status = Some("error".into());
+            j.state.last_error = Some("model unreachable".into());
+            Ok(())
+        })
+        .expect("record");
+
+    let theirs = dir.path().join("resaved.json");
+    let script = "import sys\nfrom pathlib import Path\nfrom nanobot.cron.service import CronService\n\
+                  svc = CronService(Path(sys.argv[1]))\n\
+                  jobs = svc._load_store().jobs\n\
+                  svc.store_path = Path(sys.argv[2])\n\
+                  svc._save_store()\n\
+                  print(len(jobs))\n";
+    let out = Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .arg(&ours)
+        .arg(&theirs)
+        .output()
+        .expect("run nanobot");
+    assert!(
+        out.status.success(),
+        "nanobot failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "3");
+    assert_eq!(
+        std::fs::read(&theirs).expect("nanobot's file"),
+        std::fs::read(&ours).expect("ours"),
+        "nanobot would write other bytes"
+    );
+}

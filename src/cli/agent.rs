@@ -20,7 +20,7 @@ use crate::channels::terminal::{Spinner, render_markdown};
 use crate::config::{DEFAULT_API_BASE, data_dir};
 use crate::provider::Provider;
 use crate::session::SessionStore;
-use crate::tools::default_registry;
+use crate::tools::{CronTool, default_registry};
 
 /// Builds the agent for this workspace: takes the workspace lock, checks the provider is configured.
 pub fn build_agent(
@@ -39,12 +39,14 @@ pub fn build_agent(
     }
     let provider = Provider::new(p)?;
     let store = SessionStore::open(&ctx.workspace, ctx.config.session.store_options())?;
+    let mut tools = default_registry();
+    tools.register(Arc::new(CronTool::new(ctx.config.cron.store_path()?)));
     Ok(Agent::new(
         ctx.config.clone(),
         ctx.workspace.clone(),
         store,
         provider,
-        default_registry(),
+        tools,
         outbound,
     ))
 }

@@ -1,6 +1,7 @@
 //! The command line: global options, one subcommand per file.
 
 mod agent;
+mod cron;
 mod onboard;
 mod sessions;
 
@@ -48,6 +49,9 @@ pub enum Command {
         #[arg(short, long, default_value = "cli:direct")]
         session: String,
     },
+    /// Scheduled jobs: list, add, remove, enable, run.
+    #[command(subcommand)]
+    Cron(cron::CronCommand),
     /// Write a starter config and the workspace templates (never overwrites without --force).
     Onboard {
         /// Overwrite existing files.
@@ -94,6 +98,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Sessions(cmd) => sessions::run(&ctx, cmd).await,
         Command::Agent { message, session } => agent::run(&ctx, session, message).await,
+        Command::Cron(cmd) => cron::run(&ctx, cmd).await,
         Command::Onboard { force } => {
             onboard::run(&ctx.config_path, &ctx.workspace, force)?;
             Ok(0)

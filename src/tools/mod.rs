@@ -14,12 +14,14 @@ use crate::bus::Outbound;
 use crate::config::ToolsConfig;
 use crate::json::{Json, Object};
 
+pub mod cron;
 pub mod exec;
 pub mod files;
 pub mod message;
 pub mod path;
 pub mod web;
 
+pub use cron::CronTool;
 pub use exec::Exec;
 pub use files::{EditFile, ListDir, ReadFile, WriteFile};
 pub use message::Message;
