@@ -104,6 +104,27 @@ pub async fn run(cli: Cli) -> Result<i32> {
         ) if source.kind() == std::io::ErrorKind::NotFound => {
             (Config::default(), crate::config::expand_tilde(path))
         }
+        // The import reads our config only for the workspace; a config with sections this build does not
+        // know (written by a newer nanogate, or by the import itself) must not stop it.
+        (Err(ConfigError::Invalid { path, .. }), Command::ImportNanobot(_), _) => {
+            tracing::warn!(
+                config = %path.display(),
+                "config has keys this build does not know (the error is not shown: it may quote a secret); using its workspace only"
+            );
+            let workspace = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| t.parse::<toml::Table>().ok())
+                .and_then(|t| {
+                    t.get("workspace")
+                        .and_then(|w| w.as_str())
+                        .map(PathBuf::from)
+                });
+            let config = Config {
+                workspace,
+                ..Config::default()
+            };
+            (config, path)
+        }
         (loaded, _, _) => loaded?,
     };
     let workspace = config.workspace_dir(cli.workspace.as_deref())?;

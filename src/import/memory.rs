@@ -168,7 +168,9 @@ fn history(
     let mut added = String::new();
     let mut count = 0;
     for e in &all {
-        if !existing.contains(e.as_str()) && !added.contains(e.as_str()) {
+        // Two equal entries in the source are both kept (nanobot wrote both); an entry already in our file is
+        // not appended again, which makes a second import a no-op.
+        if !existing.contains(e.as_str()) {
             added.push_str(e);
             count += 1;
         }

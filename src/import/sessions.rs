@@ -450,11 +450,8 @@ fn jsonl_files(dir: &Path) -> Vec<PathBuf> {
         .map(|rd| {
             rd.filter_map(Result::ok)
                 .map(|e| e.path())
-                .filter(|p| {
-                    p.is_file()
-                        && p.extension().is_some_and(|e| e == "jsonl")
-                        && !file_name(p).starts_with('.')
-                })
+                // Temporary files (`.<name>.tmp-<pid>`) do not end in `.jsonl`; `.._x.jsonl` is a real key.
+                .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "jsonl"))
                 .collect()
         })
         .unwrap_or_default();
