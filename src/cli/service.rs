@@ -201,19 +201,13 @@ pub fn run(ctx: &Context, cmd: ServiceCommand) -> Result<i32> {
         .context("cannot resolve the nanogate binary's path")?;
     let config = absolute(&ctx.config_path)?;
     let workspace = absolute(&ctx.workspace)?;
-    let mut writable = vec![workspace.clone()];
-    if let Some(dir) = config.parent()
-        && !workspace.starts_with(dir)
-    {
-        writable.push(dir.to_path_buf());
-    }
-    // The default data directory (cron store, REPL history) is writable too when it is not already.
-    let data = home.join(".nanogate");
-    if !writable.iter().any(|w| data.starts_with(w)) {
-        writable.push(data);
-    }
+    // The workspace and the data directory (cron store, REPL history) are written; the config is only read.
+    let mut writable = vec![workspace.clone(), home.join(".nanogate")];
     writable.sort();
     writable.dedup();
+    // A directory inside another writable one adds nothing.
+    let all = writable.clone();
+    writable.retain(|p| !all.iter().any(|q| q != p && p.starts_with(q)));
     let unit_user = if user {
         None
     } else {
