@@ -578,3 +578,90 @@ fn sessions_of_another_workspace_are_left_out() {
             .contains("sessions of another nanobot workspace")
     );
 }
+
+/// nanobot 0.1.4 (the classic generation) reads every imported session, gets the same history as nanogate,
+/// and saving it changes no byte. Skipped (with a note) when the interop venv cannot be built offline.
+#[test]
+fn nanobot_0_1_4_reads_the_imported_sessions() {
+    let interop = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop");
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop-venv");
+    let out = Command::new("python3")
+        .arg(interop.join("make_venv.py"))
+        .arg(&venv)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_owned();
+    if last.is_empty() || last.starts_with("SKIPPED") {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "\n*** nanobot interop {last} ***\n");
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let from = fixture("nanobot-0.3.5");
+    import::run(&options(home.path(), &from, true)).unwrap();
+    let ws = home.path().join(".nanogate/workspace");
+    let expected =
+        Json::parse(&std::fs::read_to_string(from.join("history.json")).unwrap()).unwrap();
+    let keys: Vec<Json> = expected
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, _)| Json::str(k))
+        .collect();
+    let keys_file = home.path().join("keys.json");
+    std::fs::write(&keys_file, Json::Array(keys.clone()).to_python()).unwrap();
+    let out = Command::new(&last)
+        .arg(interop.join("nanobot_side.py"))
+        .arg("read")
+        .arg(&ws)
+        .arg(&keys_file)
+        .output()
+        .expect("run nanobot");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let view = Json::parse(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    for k in keys.iter().map(|k| k.as_str().unwrap()) {
+        let theirs = view
+            .as_object()
+            .unwrap()
+            .get(k)
+            .and_then(Json::as_object)
+            .expect(k);
+        let ours = find_session_in(&ws, k);
+        assert_eq!(theirs.get("count"), Some(&Json::from(ours.len())), "{k:?}");
+        assert_eq!(
+            theirs.get("last_consolidated"),
+            Some(&Json::from(ours.last_consolidated())),
+            "{k:?}"
+        );
+        assert_eq!(
+            theirs.get("history"),
+            Some(&Json::Array(ours.history(500))),
+            "{k:?}"
+        );
+        assert_eq!(
+            theirs.get("resave_identical"),
+            Some(&Json::Bool(true)),
+            "{k:?}"
+        );
+    }
+}
+
+fn find_session_in(ws: &Path, k: &str) -> session::Session {
+    session::find_session(&ws.join("sessions"), k)
+        .unwrap()
+        .unwrap()
+        .session
+}
