@@ -344,7 +344,7 @@ fn target_name(dir: &Path, key: &str, planned: &HashMap<String, String>) -> Resu
 
 fn write(path: &Path, c: &Converted, apply: bool, label: String) -> Item {
     let side = crate::session::sidecar_path(path);
-    let mut item = if !apply {
+    let imported = |label| {
         Item::new(
             Kind::Session,
             label,
@@ -352,38 +352,12 @@ fn write(path: &Path, c: &Converted, apply: bool, label: String) -> Item {
                 target: path.to_path_buf(),
             },
         )
+    };
+    let mut item = if !apply {
+        imported(label)
     } else {
-        // The sidecar first: if it cannot be written, the session is not imported, so no line is lost.
-        let sidecar_ok = c.damaged.is_empty() || {
-            let mut bytes = c.damaged.join("\n");
-            bytes.push('\n');
-            match create_new(&side, bytes.as_bytes()) {
-                Ok(true) => true,
-                Ok(false) => {
-                    return Item::skipped(
-                        Kind::Session,
-                        label,
-                        format!("{} exists; move it away and run again", side.display()),
-                    );
-                }
-                Err(e) => {
-                    return Item::skipped(
-                        Kind::Session,
-                        label,
-                        format!("cannot write {}: {e}", side.display()),
-                    );
-                }
-            }
-        };
-        debug_assert!(sidecar_ok);
-        match create_new(path, c.text.as_bytes()) {
-            Ok(true) => Item::new(
-                Kind::Session,
-                label,
-                Outcome::Import {
-                    target: path.to_path_buf(),
-                },
-            ),
+        match write_both(path, &side, c) {
+            Ok(true) => imported(label),
             Ok(false) => Item::new(
                 Kind::Session,
                 label,
@@ -391,11 +365,7 @@ fn write(path: &Path, c: &Converted, apply: bool, label: String) -> Item {
                     target: path.to_path_buf(),
                 },
             ),
-            Err(e) => Item::skipped(
-                Kind::Session,
-                label,
-                format!("cannot write {}: {e}", path.display()),
-            ),
+            Err(reason) => Item::skipped(Kind::Session, label, reason),
         }
     };
     if !c.damaged.is_empty() {
@@ -406,6 +376,33 @@ fn write(path: &Path, c: &Converted, apply: bool, label: String) -> Item {
         ));
     }
     item
+}
+
+/// Writes the sidecar (when there are unusable lines), then the session. The sidecar goes first so no line
+/// can be lost; if the session then cannot be written, the new sidecar is removed again, so a failed import
+/// leaves nothing behind. `Ok(false)`: the session file appeared meanwhile.
+fn write_both(path: &Path, side: &Path, c: &Converted) -> Result<bool, String> {
+    let wrote_side = if c.damaged.is_empty() {
+        false
+    } else {
+        let mut bytes = c.damaged.join("\n");
+        bytes.push('\n');
+        match create_new(side, bytes.as_bytes()) {
+            Ok(true) => true,
+            Ok(false) => {
+                return Err(format!(
+                    "{} exists; move it away and run again",
+                    side.display()
+                ));
+            }
+            Err(e) => return Err(format!("cannot write {}: {e}", side.display())),
+        }
+    };
+    let result = create_new(path, c.text.as_bytes());
+    if wrote_side && !matches!(result, Ok(true)) {
+        let _ = fs::remove_file(side);
+    }
+    result.map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// The 0.3.x session files: `<root>/sessions/*.jsonl`, then each `<root>/sessions/<workspace-id>/`.
@@ -519,6 +516,27 @@ pub fn decode_base64url(s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_session_write_takes_its_new_sidecar_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k.jsonl");
+        let side = crate::session::sidecar_path(&path);
+        let c = Converted {
+            key: "k".into(),
+            text: "x\n".into(),
+            damaged: vec!["{bad".into()],
+            notes: Vec::new(),
+        };
+        // The session appears between the plan and the write: nothing of ours stays.
+        fs::write(&path, "theirs").unwrap();
+        assert_eq!(write_both(&path, &side, &c), Ok(false));
+        assert!(!side.exists());
+        assert_eq!(fs::read_to_string(&path).unwrap(), "theirs");
+        fs::remove_file(&path).unwrap();
+        assert_eq!(write_both(&path, &side, &c), Ok(true));
+        assert_eq!(fs::read_to_string(&side).unwrap(), "{bad\n");
+    }
 
     #[test]
     fn base64url() {
