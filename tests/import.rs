@@ -500,15 +500,32 @@ fn camel_case_config_becomes_config_toml_without_printing_secrets() {
         Some(home.path().join(".nanogate/cron/jobs.json"))
     );
 
-    // Run again: the config exists and is left alone.
+    // Run again: the config is the one this import wrote, so there is nothing to do.
     let again = nanogate(
         home.path(),
         &["import-nanobot", "--from", from_s, "--apply"],
     );
-    assert!(stdout(&again).contains("exists (never overwritten)"));
+    assert!(
+        stdout(&again).contains("nothing to do"),
+        "{}",
+        stdout(&again)
+    );
     assert_eq!(
         std::fs::read_to_string(home.path().join(".nanogate/config.toml")).unwrap(),
         text
+    );
+    // A config of the user's own is left alone, and the report says what would have been set.
+    std::fs::write(home.path().join(".nanogate/config.toml"), "# mine\n").unwrap();
+    let again = nanogate(
+        home.path(),
+        &["import-nanobot", "--from", from_s, "--apply"],
+    );
+    let out = stdout(&again);
+    assert!(out.contains("exists (never overwritten)"), "{out}");
+    assert!(out.contains("provider.api_key: set") && !out.contains("SECRET"));
+    assert_eq!(
+        std::fs::read_to_string(home.path().join(".nanogate/config.toml")).unwrap(),
+        "# mine\n"
     );
 }
 

@@ -246,3 +246,34 @@ async fn wait_until(done: impl Fn() -> bool) {
     }
     panic!("condition not reached");
 }
+
+#[tokio::test]
+async fn retire_refuses_a_session_that_changed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path();
+    let path = session_file(ws, "telegram:1", 2, 1, 40 * DAY);
+    let agent = agent(ws, "http://127.0.0.1:9/v1".into(), 30);
+    use nanogate::session::Retired;
+    // Another updated_at than the caller saw: a message arrived in between.
+    let r = agent
+        .store
+        .retire("telegram:1", "2026-01-02T00:00:00", false)
+        .await
+        .unwrap();
+    assert_eq!(r, Retired::Changed);
+    // Unconsolidated messages left while the caller requires none.
+    let r = agent
+        .store
+        .retire("telegram:1", "2026-01-01T10:00:00", true)
+        .await
+        .unwrap();
+    assert_eq!(r, Retired::Changed);
+    assert!(path.exists());
+    let r = agent
+        .store
+        .retire("telegram:1", "2026-01-01T10:00:00", false)
+        .await
+        .unwrap();
+    assert!(matches!(r, Retired::Archived(_)));
+    assert!(!path.exists());
+}

@@ -132,7 +132,10 @@ pub fn import(source: &Source, opts: &Options) -> Vec<Item> {
         toml::to_string(&table).unwrap_or_default()
     );
     let target = opts.config_path.clone();
-    let outcome = if target.exists() {
+    let outcome = if std::fs::read(&target).ok().as_deref() == Some(text.as_bytes()) {
+        // Written by an earlier run of this import: nothing to do.
+        Outcome::Exists { target }
+    } else if target.exists() {
         notes.insert(
             0,
             "your config file exists and was not changed; copy what you need from the lines above"
