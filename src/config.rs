@@ -237,6 +237,9 @@ pub struct SessionConfig {
     /// Minutes of silence after which the next message starts a new session (archived as `/new` does);
     /// 0 = never.
     pub idle_reset_minutes: u64,
+    /// Days a session may stay untouched before the daily upkeep archives its unconsolidated messages into memory
+    /// and moves its file to `sessions/archive/` (never deleted); 0 = keep sessions forever.
+    pub max_age_days: u64,
 }
 
 impl Default for SessionConfig {
@@ -245,6 +248,7 @@ impl Default for SessionConfig {
             cache_idle_minutes: 30,
             durability: Durability::Fsync,
             idle_reset_minutes: 0,
+            max_age_days: 0,
         }
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! The library holds everything the `nanogate` binary does, so integration tests and benchmarks drive the same
 //! code. `json` is the Python-compatible codec, `session` the nanobot-compatible session store, `config` the
-//! configuration file and its environment overrides.
+//! configuration file and its environment overrides, `import` the migration from a nanobot installation, and
+//! `notify` systemd's readiness protocol.
 
 pub mod agent;
 pub mod bus;
@@ -10,7 +11,9 @@ pub mod channels;
 pub mod cli;
 pub mod config;
 pub mod cron;
+pub mod import;
 pub mod json;
+pub mod notify;
 pub mod provider;
 pub mod session;
 pub mod tools;

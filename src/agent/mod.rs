@@ -9,6 +9,7 @@
 //! - `repair`: fixes the outgoing copy of the history (tool calls always paired with results).
 //! - `commands`: `/new`, `/help`, `/status` (and `/stop`, which the router handles).
 //! - `memory`: consolidation into `memory/MEMORY.md` and `memory/HISTORY.md`, and the structured summary.
+//! - `upkeep`: the daily sweep that ends sessions untouched for `session.max_age_days`.
 
 mod commands;
 pub mod context;
@@ -16,6 +17,7 @@ mod lanes;
 pub mod memory;
 pub mod repair;
 mod turn;
+pub mod upkeep;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -2,7 +2,9 @@
 
 mod agent;
 mod cron;
+mod import;
 mod onboard;
+mod service;
 mod sessions;
 
 use std::path::PathBuf;
@@ -22,9 +24,21 @@ pub struct Cli {
     /// Config file [default: ~/.nanogate/config.toml]
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Log format on stderr: `pretty` (human-readable) or `json` (one object per line). `RUST_LOG` sets the level.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Pretty)]
+    pub log_format: LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (coloured only when stderr is a terminal).
+    Pretty,
+    /// One JSON object per line.
+    Json,
 }
 
 impl Cli {
@@ -58,6 +72,11 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Bring a nanobot installation over: config, sessions, memory, cron jobs. A dry run unless --apply.
+    ImportNanobot(import::ImportArgs),
+    /// Install nanogate as a systemd service.
+    #[command(subcommand)]
+    Service(service::ServiceCommand),
 }
 
 /// What every command starts from: the loaded config and the workspace it points at.
@@ -82,10 +101,33 @@ pub async fn run(cli: Cli) -> Result<i32> {
     let loaded = Config::load(cli.config.as_deref());
     // `onboard` is how a config file comes to exist: a missing one is not an error there.
     let (config, config_path) = match (loaded, &cli.command, &cli.config) {
-        (Err(ConfigError::Read { source, .. }), Command::Onboard { .. }, Some(path))
-            if source.kind() == std::io::ErrorKind::NotFound =>
-        {
+        (
+            Err(ConfigError::Read { source, .. }),
+            Command::Onboard { .. } | Command::ImportNanobot(_) | Command::Service(_),
+            Some(path),
+        ) if source.kind() == std::io::ErrorKind::NotFound => {
             (Config::default(), crate::config::expand_tilde(path))
+        }
+        // The import reads our config only for the workspace; a config with sections this build does not
+        // know (written by a newer nanogate, or by the import itself) must not stop it.
+        (Err(ConfigError::Invalid { path, .. }), Command::ImportNanobot(_), _) => {
+            tracing::warn!(
+                config = %path.display(),
+                "config has keys this build does not know (the error is not shown: it may quote a secret); using its workspace only"
+            );
+            let workspace = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| t.parse::<toml::Table>().ok())
+                .and_then(|t| {
+                    t.get("workspace")
+                        .and_then(|w| w.as_str())
+                        .map(PathBuf::from)
+                });
+            let config = Config {
+                workspace,
+                ..Config::default()
+            };
+            (config, path)
         }
         (loaded, _, _) => loaded?,
     };
@@ -103,5 +145,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
             onboard::run(&ctx.config_path, &ctx.workspace, force)?;
             Ok(0)
         }
+        Command::ImportNanobot(args) => import::run(&ctx, args).await,
+        Command::Service(cmd) => service::run(&ctx, cmd),
     }
 }

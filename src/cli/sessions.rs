@@ -1,4 +1,4 @@
-//! `nanogate sessions list | show | check | repair`.
+//! `nanogate sessions list | show | check | repair | fork`.
 
 use anyhow::{Result, bail};
 use clap::Subcommand;
@@ -27,6 +27,17 @@ pub enum SessionsCommand {
     Check,
     /// Repair damaged session files: unusable lines move to <file>.damaged, the file becomes readable again.
     Repair,
+    /// Copy the first N messages of a session into a new session (to try another path from an earlier turn).
+    Fork {
+        /// The session to copy from.
+        key: String,
+        /// How many leading messages to copy (0..=the number of messages).
+        #[arg(long, value_name = "N")]
+        at: usize,
+        /// The new session's key; it must not exist yet.
+        #[arg(long, value_name = "NEWKEY")]
+        to: String,
+    },
 }
 
 /// Runs one sessions subcommand; returns the exit code.
@@ -136,7 +147,72 @@ pub async fn run(ctx: &Context, cmd: SessionsCommand) -> Result<i32> {
             println!("{} file(s) repaired", repaired.len());
             Ok(0)
         }
+        SessionsCommand::Fork { key, at, to } => fork(ctx, &key, at, &to).await,
     }
+}
+
+/// `sessions fork`: a new session holding a copy of the first `at` messages of `key` (seed 003's fork, as a
+/// file nanobot reads). Its watermark is `min(source watermark, at)`, so what was already in memory is not
+/// archived twice; `metadata` is copied; `created_at` is now. The source is never written.
+async fn fork(ctx: &Context, key: &str, at: usize, to: &str) -> Result<i32> {
+    let dir = ctx.sessions_dir();
+    if key == to {
+        bail!("the new key must differ from {key:?}");
+    }
+    session::key::file_name(to).map_err(|e| anyhow::anyhow!("cannot use {to:?} as a key: {e}"))?;
+    // The lock keeps a running daemon from writing either session meanwhile.
+    let store = SessionStore::open(&ctx.workspace, ctx.config.session.store_options())?;
+    let Some(source) = session::find_session(&dir, key)? else {
+        bail!(
+            "no session {key:?} in {} (`nanogate sessions list` shows the keys)",
+            dir.display()
+        );
+    };
+    if session::find_session(&dir, to)?.is_some() {
+        bail!("session {to:?} already exists; choose another key (nothing was written)");
+    }
+    let src = &source.session;
+    if at > src.len() {
+        bail!(
+            "{key:?} has {} messages; --at must be at most that (nothing was written)",
+            src.len()
+        );
+    }
+    let mut messages = Vec::with_capacity(at);
+    for i in 0..at {
+        match src.message(i) {
+            Some(Ok(Json::Object(o))) => messages.push(o),
+            Some(Ok(_)) | None => bail!(
+                "message {} of {key:?} is not an object; run `nanogate sessions repair` first",
+                i + 1
+            ),
+            Some(Err(e)) => bail!(
+                "message {} of {key:?} is damaged ({e}); run `nanogate sessions repair` first",
+                i + 1
+            ),
+        }
+    }
+    let handle = store.get(to).await?;
+    {
+        let mut s = handle.lock();
+        if !s.is_empty() {
+            bail!("session {to:?} already exists; choose another key (nothing was written)");
+        }
+        *s.metadata_mut() = src.metadata().clone();
+        for m in messages {
+            s.push(m);
+        }
+        s.set_last_consolidated(src.last_consolidated().min(at));
+    }
+    handle.commit().await?;
+    let s = handle.lock();
+    println!(
+        "forked {key:?} at {at} into {to:?} ({} messages, {} consolidated) → {}",
+        s.len(),
+        s.last_consolidated(),
+        s.path().display()
+    );
+    Ok(0)
 }
 
 /// `2026-11-22T09:50:26.226704` → `2026-11-22 09:50`.

@@ -31,7 +31,7 @@ pub use lock::WorkspaceLock;
 pub use log::MessageLog;
 pub use persist::{CommitOutcome, Durability, sidecar_path, write_atomic};
 pub use scan::{FileReport, SessionInfo, check_dir, find_session, list_sessions};
-pub use store::{SessionHandle, SessionStore, StoreOptions};
+pub use store::{Retired, SessionHandle, SessionStore, StoreOptions};
 
 /// Python's `str.isspace()`, which `str.strip()` (used by nanobot on keys and lines) strips: Unicode white
 /// space plus the ASCII information separators U+001C..U+001F.

@@ -62,6 +62,19 @@ struct StoreInner {
     _lock: WorkspaceLock,
 }
 
+/// What [`SessionStore::retire`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Retired {
+    /// The file moved to this archive path; no live file remains.
+    Archived(PathBuf),
+    /// There was no file to move.
+    NoFile,
+    /// Someone holds the session right now; nothing was done.
+    InUse,
+    /// The session changed since the caller looked; nothing was done.
+    Changed,
+}
+
 /// A shared handle to one cached session.
 #[derive(Clone)]
 pub struct SessionHandle {
@@ -209,6 +222,58 @@ impl SessionStore {
             s.clear();
             persist::commit(&mut s, durability)?;
             Ok(archived)
+        })
+        .await
+    }
+
+    /// Moves `key`'s file to `sessions/archive/` and leaves no live file behind (the session upkeep's end of a
+    /// session; `clear` instead starts a fresh file). Refuses, without touching anything, when someone else
+    /// holds the session (a turn is running), when its `updated_at` is no longer `expect_updated_at` (a message
+    /// arrived since the caller looked), or when it has unconsolidated messages and `require_consolidated` is
+    /// set. The cache entry stays locked while the file moves, so nobody can load the old file meanwhile.
+    pub async fn retire(
+        &self,
+        key: &str,
+        expect_updated_at: &str,
+        require_consolidated: bool,
+    ) -> Result<Retired, SessionError> {
+        // Load it if needed, so the checks below see the file's current state.
+        drop(self.get(key).await?);
+        let inner = self.inner.clone();
+        let (owned, expected) = (key.to_owned(), expect_updated_at.to_owned());
+        run_blocking(key, move || {
+            let dashmap::Entry::Occupied(entry) = inner.cache.entry(owned.clone()) else {
+                return Ok(Retired::InUse);
+            };
+            let cell = entry.get();
+            let Some(h) = cell.get() else {
+                return Ok(Retired::InUse);
+            };
+            // One reference in the map, none elsewhere: no lane or caller holds this session.
+            if Arc::strong_count(cell) > 1 || Arc::strong_count(&h.inner) > 1 {
+                return Ok(Retired::InUse);
+            }
+            let mut s = h.inner.session.lock().unwrap_or_else(PoisonError::into_inner);
+            if s.updated_at != expected || (require_consolidated && s.unconsolidated() > 0) {
+                return Ok(Retired::Changed);
+            }
+            if s.has_unsaved_data() {
+                persist::commit(&mut s, inner.opts.durability)?;
+            }
+            let archived = if s.disk.exists {
+                persist::archive_file(&s.disk.path, inner.opts.durability)?
+            } else {
+                None
+            };
+            drop(s);
+            entry.remove();
+            match archived {
+                Some(a) => {
+                    info!(session = %owned, archive = %a.display(), "session retired to the archive");
+                    Ok(Retired::Archived(a))
+                }
+                None => Ok(Retired::NoFile),
+            }
         })
         .await
     }
