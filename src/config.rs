@@ -30,6 +30,8 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// `[memory]`: consolidation into MEMORY.md, HISTORY.md and the structured summary.
     pub memory: MemoryConfig,
+    /// `[admin]`: the admin HTTP API.
+    pub admin: AdminConfig,
     /// `[cron]`: scheduled jobs.
     pub cron: CronConfig,
     /// `[heartbeat]`: the periodic look at `HEARTBEAT.md`.
@@ -201,6 +203,56 @@ impl Default for WebConfig {
     }
 }
 
+/// `[admin]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Whether `nanogate gateway` serves the admin API.
+    pub enabled: bool,
+    /// Address and port to listen on.
+    pub listen: String,
+    /// The bearer token every request (except `/healthz` and `/readyz`) must carry.
+    pub token: Option<String>,
+    /// Name of an environment variable holding the token.
+    pub token_env: Option<String>,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            enabled: false,
+            listen: "127.0.0.1:18790".into(),
+            token: None,
+            token_env: None,
+        }
+    }
+}
+
+impl AdminConfig {
+    /// The token from `token` or the variable `token_env` names; an error when neither gives one, since the
+    /// API can clear sessions and talk to the agent.
+    pub fn resolve_token(&self) -> Result<String, ConfigError> {
+        if let Some(t) = self.token.as_ref().filter(|t| !t.trim().is_empty()) {
+            return Ok(t.clone());
+        }
+        if let Some(var) = &self.token_env {
+            return match std::env::var(var) {
+                Ok(v) if !v.trim().is_empty() => Ok(v),
+                _ => Err(ConfigError::Env {
+                    var: var.clone(),
+                    message: "admin.token_env names this variable, but it is not set".into(),
+                }),
+            };
+        }
+        Err(ConfigError::Setting {
+            key: "admin.token".into(),
+            message: "the admin API is enabled but has no token: set admin.token (or admin.token_env, or \
+                      NANOGATE_ADMIN__TOKEN) to a long random string, e.g. the output of `openssl rand -hex 32`"
+                .into(),
+        })
+    }
+}
+
 /// `[memory]`
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -341,6 +393,14 @@ pub enum ConfigError {
         /// The variable.
         var: String,
         /// What is wrong with it.
+        message: String,
+    },
+    /// A setting has a value that cannot be used, or a required one is missing.
+    #[error("{key}: {message}")]
+    Setting {
+        /// The setting, e.g. `admin.token`.
+        key: String,
+        /// What is wrong and what to do.
         message: String,
     },
     /// `$HOME` is not set, so the default paths cannot be found.

@@ -5,6 +5,7 @@
 //! configuration file and its environment overrides, `import` the migration from a nanobot installation, and
 //! `notify` systemd's readiness protocol.
 
+pub mod admin;
 pub mod agent;
 pub mod bus;
 pub mod channels;
@@ -13,6 +14,7 @@ pub mod config;
 pub mod cron;
 pub mod import;
 pub mod json;
+pub mod metrics;
 pub mod notify;
 pub mod provider;
 pub mod session;

@@ -111,6 +111,17 @@ impl Router {
         &self.inner.agent
     }
 
+    /// Messages queued or running across all lanes.
+    pub fn queue_depth(&self) -> usize {
+        self.inner
+            .lanes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .map(|l| l.state.pending.load(Ordering::SeqCst))
+            .sum()
+    }
+
     /// Number of lanes alive now.
     pub fn lanes(&self) -> usize {
         self.inner

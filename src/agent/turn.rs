@@ -71,6 +71,14 @@ pub async fn run(
         "turn finished"
     );
 
+    crate::metrics::turn(
+        &inbound.channel,
+        match &ending {
+            Ending::Answer(_) => "ok",
+            Ending::ModelError(_) => "error",
+            Ending::Cancelled => "cancelled",
+        },
+    );
     let (reply, saved) = match ending {
         Ending::Answer(text) => (Some(Reply::ok(text)), produced),
         Ending::ModelError(ProviderError::ContextLength(message)) => {

@@ -336,6 +336,7 @@ fn claim_due(file: &mut JobsFile, now: i64, grace_ms: i64) -> Vec<Fire> {
             let minutes = late / 60_000;
             warn!(job = %job.id, name = %job.name, slot = %schedule::local_time(latest), late_minutes = minutes,
                 "missed a run while the scheduler was not running; too late to catch up, skipped");
+            crate::metrics::cron_run(STATUS_SKIPPED);
             job.state.last_status = Some(STATUS_SKIPPED.into());
             job.state.last_error = Some(format!(
                 "missed the run at {} by {minutes} min (catch-up grace: {} min)",
@@ -427,6 +428,7 @@ pub async fn execute(router: &Router, job: &CronJob) -> RunOutcome {
 
 /// Records a finished run on the job with this id, if it still exists.
 pub fn record(file: &mut JobsFile, id: &str, outcome: &RunOutcome, now: i64) {
+    crate::metrics::cron_run(outcome.status);
     if let Some(job) = file.get_mut(id) {
         job.state.last_status = Some(outcome.status.into());
         job.state.last_error = outcome.error.clone();

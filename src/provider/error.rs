@@ -158,6 +158,24 @@ impl ProviderError {
         }
     }
 
+    /// A short name of the failure kind, for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProviderError::Config(_) | ProviderError::Setting { .. } => "config",
+            ProviderError::Auth { .. } => "auth",
+            ProviderError::ModelNotFound { .. } => "model_not_found",
+            ProviderError::ContextLength(_) => "context_length",
+            ProviderError::RateLimited { .. } => "rate_limited",
+            ProviderError::Refused { .. } => "refused",
+            ProviderError::Server { .. } => "server",
+            ProviderError::Timeout { .. } => "timeout",
+            ProviderError::Connect { .. } => "connect",
+            ProviderError::Transport { .. } => "transport",
+            ProviderError::InvalidResponse { .. } => "invalid_response",
+            ProviderError::Unavailable { .. } => "unavailable",
+        }
+    }
+
     /// One line for a chat reply: what failed, without URLs, server messages or secrets (those go to the log).
     pub fn short(&self) -> String {
         match self {

@@ -220,6 +220,19 @@ impl Provider {
     /// Sends `request` and returns `choices[0]`. A 429, a 5xx, a timeout or a network failure is retried up to
     /// `max_retries` times, waiting as `Retry-After` asks (up to 60 s) or with exponential backoff and jitter.
     pub async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
+        let started = std::time::Instant::now();
+        let result = self.chat_with_retries(request).await;
+        crate::metrics::model_request(
+            started.elapsed(),
+            result.as_ref().err().map(ProviderError::kind),
+        );
+        result
+    }
+
+    async fn chat_with_retries(
+        &self,
+        request: &ChatRequest,
+    ) -> Result<ChatResponse, ProviderError> {
         let body = request::body(&self.model, request, self.max_tokens, self.temperature);
         debug!(model = %self.model, messages = request.messages.len(), bytes = body.len(), "chat request");
         let attempts = self.max_retries.saturating_add(1);

@@ -128,6 +128,8 @@ impl ToolRegistry {
     /// tool and unparsable arguments, comes back as an `Error: …` text for the model, with `ok = false`.
     pub async fn execute(&self, name: &str, arguments: &str, ctx: &ToolContext) -> ToolOutcome {
         let Some(tool) = self.tools.iter().find(|t| t.name() == name) else {
+            // Not labelled with the name: a model can invent any number of them.
+            crate::metrics::tool_call("unknown", false);
             return ToolOutcome::error(format!(
                 "unknown tool {name:?}; available: {}",
                 self.names().join(", ")
@@ -138,17 +140,16 @@ impl ToolRegistry {
         } else {
             Json::parse(arguments)
         };
-        let args = match args {
-            Ok(Json::Object(o)) => o,
-            Ok(_) => return ToolOutcome::error("invalid arguments: expected a JSON object".into()),
-            Err(e) => {
-                return ToolOutcome::error(format!("invalid arguments: not valid JSON ({e})"));
-            }
+        let outcome = match args {
+            Ok(Json::Object(args)) => match tool.call(&args, ctx).await {
+                Ok(text) => ToolOutcome { text, ok: true },
+                Err(e) => ToolOutcome::error(e.to_string()),
+            },
+            Ok(_) => ToolOutcome::error("invalid arguments: expected a JSON object".into()),
+            Err(e) => ToolOutcome::error(format!("invalid arguments: not valid JSON ({e})")),
         };
-        match tool.call(&args, ctx).await {
-            Ok(text) => ToolOutcome { text, ok: true },
-            Err(e) => ToolOutcome::error(e.to_string()),
-        }
+        crate::metrics::tool_call(tool.name(), outcome.ok);
+        outcome
     }
 }
 

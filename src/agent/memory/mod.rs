@@ -232,6 +232,7 @@ impl Memory {
         let state = self.key_state(&key);
         match self.consolidate(agent, handle, &plan, scope).await {
             Ok(done) => {
+                crate::metrics::consolidation("ok");
                 state.failures.store(0, Ordering::SeqCst);
                 info!(
                     session = %key,
@@ -241,8 +242,12 @@ impl Memory {
                 );
                 Ok(Some(done))
             }
-            Err(e) if scope == Scope::All => Err(e),
+            Err(e) if scope == Scope::All => {
+                crate::metrics::consolidation("failed");
+                Err(e)
+            }
             Err(e) => {
+                crate::metrics::consolidation("failed");
                 let failures = state.failures.fetch_add(1, Ordering::SeqCst) + 1;
                 if failures < MAX_FAILURES {
                     warn!(session = %key, failures, "memory consolidation failed, will retry at the next trigger: {e}");
@@ -250,6 +255,7 @@ impl Memory {
                 }
                 warn!(session = %key, failures, "memory consolidation failed {failures} times in a row; archiving the messages raw: {e}");
                 let done = self.archive_raw(handle, &plan).await?;
+                crate::metrics::consolidation("raw");
                 state.failures.store(0, Ordering::SeqCst);
                 Ok(Some(done))
             }
