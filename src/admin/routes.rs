@@ -176,15 +176,15 @@ async fn list_sessions(State(state): State<AdminState>) -> Response {
     }
 }
 
-/// A key from a path, validated as the store would.
-fn valid_key(k: &str) -> Result<(), Response> {
+/// A key from a path, validated as the store would; the 400 answer when it is unusable.
+fn invalid_key(k: &str) -> Option<Response> {
     key::file_name(k)
-        .map(|_| ())
-        .map_err(|e| error(StatusCode::BAD_REQUEST, &e.to_string()))
+        .err()
+        .map(|e| error(StatusCode::BAD_REQUEST, &e.to_string()))
 }
 
 async fn show_session(State(state): State<AdminState>, Path(k): Path<String>) -> Response {
-    if let Err(r) = valid_key(&k) {
+    if let Some(r) = invalid_key(&k) {
         return r;
     }
     let agent = state.router.agent();
@@ -210,7 +210,7 @@ async fn show_session(State(state): State<AdminState>, Path(k): Path<String>) ->
 }
 
 async fn clear_session(State(state): State<AdminState>, Path(k): Path<String>) -> Response {
-    if let Err(r) = valid_key(&k) {
+    if let Some(r) = invalid_key(&k) {
         return r;
     }
     let agent = state.router.agent();
@@ -258,29 +258,20 @@ async fn post_message(State(state): State<AdminState>, body: String) -> Response
             );
         }
     };
-    let field = |name: &str| -> Result<String, Response> {
+    let field = |name: &str| -> Result<String, String> {
         match parsed.get(name) {
             Some(Json::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
-            Some(Json::String(_)) => Err(error(
-                StatusCode::BAD_REQUEST,
-                &format!("{name:?} is empty"),
-            )),
-            Some(_) => Err(error(
-                StatusCode::BAD_REQUEST,
-                &format!("{name:?} must be a string"),
-            )),
-            None => Err(error(
-                StatusCode::BAD_REQUEST,
-                &format!("{name:?} is missing"),
-            )),
+            Some(Json::String(_)) => Err(format!("{name:?} is empty")),
+            Some(_) => Err(format!("{name:?} must be a string")),
+            None => Err(format!("{name:?} is missing")),
         }
     };
     let (id, text) = match (field("session"), field("text")) {
         (Ok(id), Ok(text)) => (id, text),
-        (Err(r), _) | (_, Err(r)) => return r,
+        (Err(e), _) | (_, Err(e)) => return error(StatusCode::BAD_REQUEST, &e),
     };
     let k = format!("api:{id}");
-    if let Err(r) = valid_key(&k) {
+    if let Some(r) = invalid_key(&k) {
         return r;
     }
     let inbound = Inbound {
