@@ -100,10 +100,9 @@ async fn it_refuses_to_start_without_a_token_and_with_a_bad_address() {
         c,
         ws.path().to_path_buf(),
         store,
-        Provider::new(&{
-            let mut p = nanogate::config::ProviderConfig::default();
-            p.api_base = fake.base_url();
-            p
+        Provider::new(&nanogate::config::ProviderConfig {
+            api_base: fake.base_url(),
+            ..Default::default()
         })
         .expect("provider"),
         nanogate::tools::default_registry(),
