@@ -6,6 +6,7 @@ mod import;
 mod onboard;
 mod service;
 mod sessions;
+mod status;
 
 use std::path::PathBuf;
 
@@ -66,6 +67,8 @@ pub enum Command {
     /// Scheduled jobs: list, add, remove, enable, run.
     #[command(subcommand)]
     Cron(cron::CronCommand),
+    /// Show the config, workspace, model (and whether it answers), channels, cron jobs and admin API.
+    Status,
     /// Write a starter config and the workspace templates (never overwrites without --force).
     Onboard {
         /// Overwrite existing files.
@@ -103,7 +106,10 @@ pub async fn run(cli: Cli) -> Result<i32> {
     let (config, config_path) = match (loaded, &cli.command, &cli.config) {
         (
             Err(ConfigError::Read { source, .. }),
-            Command::Onboard { .. } | Command::ImportNanobot(_) | Command::Service(_),
+            Command::Onboard { .. }
+            | Command::ImportNanobot(_)
+            | Command::Service(_)
+            | Command::Status,
             Some(path),
         ) if source.kind() == std::io::ErrorKind::NotFound => {
             (Config::default(), crate::config::expand_tilde(path))
@@ -141,6 +147,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
         Command::Sessions(cmd) => sessions::run(&ctx, cmd).await,
         Command::Agent { message, session } => agent::run(&ctx, session, message).await,
         Command::Cron(cmd) => cron::run(&ctx, cmd).await,
+        Command::Status => status::run(&ctx).await,
         Command::Onboard { force } => {
             onboard::run(&ctx.config_path, &ctx.workspace, force)?;
             Ok(0)

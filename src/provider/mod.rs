@@ -217,6 +217,30 @@ impl Provider {
         &self.display_base
     }
 
+    /// Whether the API answers: a `GET {api_base}/models` with the configured key, within `timeout`. `Ok` with
+    /// what it said when any HTTP answer came back (a rejected key is still an answer), `Err` with the reason
+    /// when nothing did. Used by `nanogate status`; it costs no tokens.
+    pub async fn check(&self, timeout: Duration) -> Result<String, String> {
+        let url = format!(
+            "{}/models",
+            self.endpoint.trim_end_matches("/chat/completions")
+        );
+        let sent = self.client.get(&url).timeout(timeout).send().await;
+        match sent {
+            Ok(r) => Ok(match r.status().as_u16() {
+                200..=299 => "answers".to_owned(),
+                401 | 403 => format!(
+                    "answers, but rejects the API key (HTTP {})",
+                    r.status().as_u16()
+                ),
+                code => format!("answers (HTTP {code} for /models)"),
+            }),
+            Err(e) if e.is_timeout() => Err(format!("no answer within {} s", timeout.as_secs())),
+            Err(e) if e.is_connect() => Err(format!("cannot connect to {}", self.display_base)),
+            Err(_) => Err(format!("cannot reach {}", self.display_base)),
+        }
+    }
+
     /// Sends `request` and returns `choices[0]`. A 429, a 5xx, a timeout or a network failure is retried up to
     /// `max_retries` times, waiting as `Retry-After` asks (up to 60 s) or with exponential backoff and jitter.
     pub async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, ProviderError> {
