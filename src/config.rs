@@ -28,6 +28,10 @@ pub struct Config {
     pub agent: AgentConfig,
     /// `[tools]`: what the model's tools may do.
     pub tools: ToolsConfig,
+    /// `[gateway]`: the daemon.
+    pub gateway: GatewayConfig,
+    /// `[channels.*]`: Telegram and Discord.
+    pub channels: ChannelsConfig,
 }
 
 /// The default API base: OpenAI's.
@@ -218,6 +222,142 @@ impl SessionConfig {
     }
 }
 
+// ---- gateway and channels (`nanogate gateway`) ----
+
+/// `[gateway]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewayConfig {
+    /// Seconds SIGTERM/SIGINT waits for running turns and queued replies before the daemon exits anyway.
+    pub shutdown_grace_secs: u64,
+    /// Bytes a downloaded photo, document or voice note may have at most (bigger ones are not downloaded).
+    pub media_max_bytes: u64,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            shutdown_grace_secs: 30,
+            media_max_bytes: 20 * 1024 * 1024,
+        }
+    }
+}
+
+/// `[channels]`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChannelsConfig {
+    /// `[channels.telegram]`
+    pub telegram: TelegramConfig,
+    /// `[channels.discord]`
+    pub discord: DiscordConfig,
+}
+
+/// Telegram's Bot API, the default `channels.telegram.api_url`.
+pub const TELEGRAM_API_URL: &str = "https://api.telegram.org";
+/// Discord's REST API, the default `channels.discord.api_url`.
+pub const DISCORD_API_URL: &str = "https://discord.com";
+
+/// When the bot answers in a group chat (Telegram) or a server channel (Discord).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupPolicy {
+    /// Only when the bot is mentioned (or, on Telegram, a message of the bot is replied to).
+    #[default]
+    Mention,
+    /// Every message from an allowed sender.
+    All,
+}
+
+/// `[channels.telegram]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelegramConfig {
+    /// Start this channel with `nanogate gateway`.
+    pub enabled: bool,
+    /// The bot token from @BotFather. Prefer `token_env`, so the token is not in a file.
+    pub token: Option<String>,
+    /// Name of an environment variable holding the token.
+    pub token_env: Option<String>,
+    /// User ids or usernames allowed to talk to the bot; `"*"` lets anyone in; empty lets nobody in.
+    pub allow_from: Vec<String>,
+    /// Bot API server (a self-hosted one, a proxy, a test fake).
+    pub api_url: String,
+    /// In groups: answer only when mentioned or replied to (`"mention"`), or every message (`"all"`).
+    pub group_policy: GroupPolicy,
+    /// Seconds one `getUpdates` long poll waits on the server (below teloxide's 17 s HTTP timeout).
+    pub poll_timeout_secs: u32,
+}
+
+impl Default for TelegramConfig {
+    fn default() -> Self {
+        TelegramConfig {
+            enabled: false,
+            token: None,
+            token_env: None,
+            allow_from: Vec::new(),
+            api_url: TELEGRAM_API_URL.into(),
+            group_policy: GroupPolicy::Mention,
+            poll_timeout_secs: 10,
+        }
+    }
+}
+
+/// `[channels.discord]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiscordConfig {
+    /// Start this channel with `nanogate gateway`.
+    pub enabled: bool,
+    /// The bot token from the Discord developer portal. Prefer `token_env`.
+    pub token: Option<String>,
+    /// Name of an environment variable holding the token.
+    pub token_env: Option<String>,
+    /// User ids or usernames allowed to talk to the bot; `"*"` lets anyone in; empty lets nobody in.
+    pub allow_from: Vec<String>,
+    /// REST API base (a proxy such as twilight-http-proxy, a test fake); the gateway URL is asked from it.
+    pub api_url: String,
+    /// In servers: answer only when mentioned (`"mention"`), or every message (`"all"`). DMs are always answered.
+    pub guild_policy: GroupPolicy,
+}
+
+impl Default for DiscordConfig {
+    fn default() -> Self {
+        DiscordConfig {
+            enabled: false,
+            token: None,
+            token_env: None,
+            allow_from: Vec::new(),
+            api_url: DISCORD_API_URL.into(),
+            guild_policy: GroupPolicy::Mention,
+        }
+    }
+}
+
+/// The token of a channel: `token`, else the variable named by `token_env`; an error names the key, never the
+/// token.
+pub fn resolve_token(
+    section: &str,
+    token: Option<&String>,
+    token_env: Option<&String>,
+) -> Result<String, ConfigError> {
+    if let Some(t) = token.filter(|t| !t.trim().is_empty()) {
+        return Ok(t.trim().to_owned());
+    }
+    match token_env {
+        Some(var) => match std::env::var(var) {
+            Ok(v) if !v.trim().is_empty() => Ok(v.trim().to_owned()),
+            _ => Err(ConfigError::Env {
+                var: var.clone(),
+                message: format!("{section}.token_env names this variable, but it is not set"),
+            }),
+        },
+        None => Err(ConfigError::Missing {
+            key: format!("{section}.token"),
+        }),
+    }
+}
+
 /// A configuration that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -244,6 +384,12 @@ pub enum ConfigError {
         var: String,
         /// What is wrong with it.
         message: String,
+    },
+    /// A required key is missing.
+    #[error("{key} is not set (set it, or the matching *_env key, in config.toml)")]
+    Missing {
+        /// The key, e.g. `channels.telegram.token`.
+        key: String,
     },
     /// `$HOME` is not set, so the default paths cannot be found.
     #[error(

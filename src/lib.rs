@@ -9,6 +9,7 @@ pub mod bus;
 pub mod channels;
 pub mod cli;
 pub mod config;
+pub mod gateway;
 pub mod json;
 pub mod provider;
 pub mod session;

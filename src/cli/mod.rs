@@ -1,6 +1,7 @@
 //! The command line: global options, one subcommand per file.
 
 mod agent;
+mod gateway;
 mod onboard;
 mod sessions;
 
@@ -39,6 +40,8 @@ pub enum Command {
     /// Inspect, check and repair session files.
     #[command(subcommand)]
     Sessions(sessions::SessionsCommand),
+    /// Run the daemon: every enabled channel (Telegram, Discord) until SIGTERM/SIGINT.
+    Gateway,
     /// Talk to the agent in the terminal, or send one message with -m.
     Agent {
         /// Send this one message, print the reply and exit.
@@ -93,6 +96,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
     };
     match cli.command {
         Command::Sessions(cmd) => sessions::run(&ctx, cmd).await,
+        Command::Gateway => gateway::run(&ctx).await,
         Command::Agent { message, session } => agent::run(&ctx, session, message).await,
         Command::Onboard { force } => {
             onboard::run(&ctx.config_path, &ctx.workspace, force)?;

@@ -1,0 +1,298 @@
+//! The daemon behind `nanogate gateway`: channels in, the router in the middle, replies out.
+//!
+//! ```text
+//!  telegram ─┐            ┌─ Router (one lane per session) ─┐
+//!  discord  ─┼─► Inlet ──►┤                                 ├─► agent.outbound ─► dispatcher ─► ChatQueues
+//!  (cron)   ─┘            └─────────────────────────────────┘      (message tool too)        (per channel, per chat)
+//! ```
+//!
+//! - Every channel hands its messages to the [`Inlet`]. It asks the router for the reply in a task tracked by a
+//!   `TaskTracker`, so shutdown can wait for running turns; the reply goes into the agent's outbound queue,
+//!   the same queue the `message` tool writes to, so a turn's messages and its reply stay in order.
+//! - The dispatcher moves each `Outbound` to its channel's [`ChatQueues`], which deliver one chat's replies one
+//!   at a time.
+//! - A channel that cannot connect retries with backoff on its own; the others are not affected. Each logs one
+//!   line when connected, and [`Gateway::ready`] logs one "ready" line when every channel has made its first
+//!   attempt.
+//! - [`Gateway::shutdown`]: stop the channels (no new messages), wait for running turns and queued replies up to
+//!   `gateway.shutdown_grace_secs`, flush the sessions.
+//!
+//! Background services (the cron scheduler, the heartbeat) start in [`Gateway::start_background_services`]:
+//! they get the [`Inlet`] to submit messages (`cron:<id>` keys) and the stop token to end with the daemon.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use crate::agent::{Agent, Router};
+use crate::bus::{Inbound, Outbound};
+use crate::channels::{ChatQueues, discord, telegram};
+use crate::config::ConfigError;
+use crate::session::SessionError;
+
+/// Why the gateway could not start or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// The agent was built without an outbound queue, so replies would have nowhere to go.
+    #[error("the agent has no outbound queue (build it with one for the gateway)")]
+    NoOutbound,
+    /// A channel's configuration is unusable (e.g. no token).
+    #[error("{channel}: {source}")]
+    Config {
+        /// `telegram` or `discord`.
+        channel: &'static str,
+        /// What is wrong.
+        source: ConfigError,
+    },
+    /// A channel could not be set up (e.g. a malformed `api_url`).
+    #[error("{channel}: {message}")]
+    Channel {
+        /// `telegram` or `discord`.
+        channel: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// Sessions could not be flushed at shutdown.
+    #[error("flushing sessions at shutdown failed: {0}")]
+    Flush(#[from] SessionError),
+}
+
+/// Where channels (and background services) hand in messages. Cheap to clone.
+#[derive(Clone)]
+pub struct Inlet {
+    router: Router,
+    tracker: TaskTracker,
+    accepting: Arc<AtomicBool>,
+    out: mpsc::UnboundedSender<Outbound>,
+}
+
+impl Inlet {
+    /// Queues `inbound` for its session; the reply is sent to the message's channel and chat. `busy` (e.g. the
+    /// typing indicator's guard) is dropped when the turn ends. Returns `false` once shutdown has begun.
+    pub fn submit(&self, inbound: Inbound, busy: Option<DropGuard>) -> bool {
+        if !self.accepting.load(Ordering::SeqCst) {
+            return false;
+        }
+        let key = inbound.session_key();
+        let (channel, chat_id) = (inbound.channel.clone(), inbound.chat_id.clone());
+        // `ask` queues now, so messages of one chat keep their arrival order.
+        let reply = self.router.ask(inbound);
+        let out = self.out.clone();
+        self.tracker.spawn(async move {
+            let reply = reply.await;
+            drop(busy);
+            let Some(reply) = reply else { return };
+            let msg = Outbound {
+                channel,
+                chat_id,
+                text: reply.text,
+            };
+            if out.send(msg).is_err() {
+                warn!(session = %key, "reply dropped: the outbound queue is closed");
+            }
+        });
+        true
+    }
+
+    /// The router (for `/stop`-like controls and status).
+    pub fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// Turns running or queued through this inlet.
+    pub fn in_flight(&self) -> usize {
+        self.tracker.len()
+    }
+}
+
+/// A channel's first connection attempt has finished (connected or failed): used for the "ready" line.
+pub type FirstAttempt = oneshot::Receiver<()>;
+
+/// The running daemon.
+pub struct Gateway {
+    agent: Arc<Agent>,
+    inlet: Inlet,
+    stop: CancellationToken,
+    channel_tasks: Vec<JoinHandle<()>>,
+    service_tasks: Vec<JoinHandle<()>>,
+    queues: Vec<Arc<ChatQueues>>,
+    first_attempts: Vec<(&'static str, FirstAttempt)>,
+    dispatcher: JoinHandle<()>,
+    evictor: JoinHandle<()>,
+}
+
+impl Gateway {
+    /// Starts the router, every enabled channel and the background services. `outbound` is the receiving end of
+    /// the queue the agent was built with.
+    pub async fn start(
+        agent: Arc<Agent>,
+        outbound: mpsc::UnboundedReceiver<Outbound>,
+    ) -> Result<Gateway, GatewayError> {
+        let out = agent.outbound.clone().ok_or(GatewayError::NoOutbound)?;
+        let inlet = Inlet {
+            router: Router::new(agent.clone()),
+            tracker: TaskTracker::new(),
+            accepting: Arc::new(AtomicBool::new(true)),
+            out,
+        };
+        let stop = CancellationToken::new();
+        let mut gw = Gateway {
+            evictor: agent.store.spawn_evictor(),
+            agent: agent.clone(),
+            inlet: inlet.clone(),
+            stop: stop.clone(),
+            channel_tasks: Vec::new(),
+            service_tasks: Vec::new(),
+            queues: Vec::new(),
+            first_attempts: Vec::new(),
+            dispatcher: tokio::spawn(async {}),
+        };
+        let channels = &agent.config.channels;
+        if channels.telegram.enabled {
+            let started = telegram::start(telegram::Options {
+                config: channels.telegram.clone(),
+                workspace: agent.workspace.clone(),
+                media_max_bytes: agent.config.gateway.media_max_bytes,
+                inlet: inlet.clone(),
+                stop: stop.clone(),
+            })?;
+            gw.add_channel(started);
+        }
+        if channels.discord.enabled {
+            let started = discord::start(discord::Options {
+                config: channels.discord.clone(),
+                workspace: agent.workspace.clone(),
+                media_max_bytes: agent.config.gateway.media_max_bytes,
+                inlet: inlet.clone(),
+                stop: stop.clone(),
+            })?;
+            gw.add_channel(started);
+        }
+        if gw.queues.is_empty() {
+            warn!(
+                "no channel is enabled: set channels.telegram.enabled or channels.discord.enabled in config.toml"
+            );
+        }
+        let routes: HashMap<&'static str, Arc<ChatQueues>> =
+            gw.queues.iter().map(|q| (q.channel(), q.clone())).collect();
+        gw.dispatcher = tokio::spawn(dispatch(outbound, routes));
+        gw.start_background_services();
+        Ok(gw)
+    }
+
+    fn add_channel(&mut self, started: StartedChannel) {
+        self.channel_tasks.push(started.task);
+        self.queues.push(started.queues.clone());
+        self.first_attempts
+            .push((started.queues.channel(), started.first_attempt));
+    }
+
+    /// The hook for background services that live as long as the daemon: the cron scheduler and the heartbeat
+    /// start here (e.g. `cron::Scheduler::start(self.inlet.clone(), self.stop.clone(), …)`), pushing their
+    /// task handles to `self.service_tasks`. They submit messages through the [`Inlet`] (their replies are
+    /// delivered by the channels like any other) and must end when `self.stop` is cancelled; shutdown waits
+    /// for them after the channels.
+    fn start_background_services(&mut self) {
+        // Nothing yet: cron and the heartbeat are wired in here when they land.
+        let _ = (&self.inlet, &self.stop, &mut self.service_tasks);
+    }
+
+    /// Waits until every channel has made its first connection attempt, then logs the one "ready" line.
+    pub async fn ready(&mut self) {
+        for (_channel, rx) in self.first_attempts.drain(..) {
+            // A dropped sender (the channel task ended) counts as an attempt made.
+            let _ = rx.await;
+        }
+        info!(
+            channels = self.queues.len(),
+            "ready: nanogate gateway is running"
+        );
+    }
+
+    /// The inlet, for background services and tests.
+    pub fn inlet(&self) -> &Inlet {
+        &self.inlet
+    }
+
+    /// Stops taking messages, waits up to `gateway.shutdown_grace_secs` for running turns and queued replies,
+    /// then flushes every session.
+    pub async fn shutdown(self) -> Result<(), GatewayError> {
+        let grace = Duration::from_secs(self.agent.config.gateway.shutdown_grace_secs);
+        let deadline = tokio::time::Instant::now() + grace;
+        self.stop.cancel();
+        self.inlet.accepting.store(false, Ordering::SeqCst);
+        for task in self.channel_tasks.into_iter().chain(self.service_tasks) {
+            if tokio::time::timeout_at(deadline, task).await.is_err() {
+                warn!("a channel did not stop within the grace period");
+            }
+        }
+        let running = self.inlet.tracker.len();
+        if running > 0 {
+            info!(
+                turns = running,
+                "waiting for running turns to finish (up to {}s)",
+                grace.as_secs()
+            );
+        }
+        self.inlet.tracker.close();
+        if tokio::time::timeout_at(deadline, self.inlet.tracker.wait())
+            .await
+            .is_err()
+        {
+            warn!(
+                turns = self.inlet.tracker.len(),
+                "turns still running when the grace period ended; their replies are lost"
+            );
+        }
+        for q in &self.queues {
+            if tokio::time::timeout_at(deadline, q.drained())
+                .await
+                .is_err()
+            {
+                warn!(
+                    channel = q.channel(),
+                    pending = q.pending(),
+                    "replies still queued when the grace period ended"
+                );
+            }
+        }
+        self.dispatcher.abort();
+        self.evictor.abort();
+        self.agent.store.flush_all().await?;
+        info!("stopped: sessions flushed");
+        Ok(())
+    }
+}
+
+/// What a channel's `start` returns.
+pub struct StartedChannel {
+    /// Its send queues.
+    pub queues: Arc<ChatQueues>,
+    /// Its task (receiving, reconnecting); ends when the stop token is cancelled.
+    pub task: JoinHandle<()>,
+    /// Completes after the first connection attempt.
+    pub first_attempt: FirstAttempt,
+}
+
+async fn dispatch(
+    mut rx: mpsc::UnboundedReceiver<Outbound>,
+    routes: HashMap<&'static str, Arc<ChatQueues>>,
+) {
+    while let Some(msg) = rx.recv().await {
+        match routes.get(msg.channel.as_str()) {
+            Some(q) => q.push(&msg.chat_id, msg.text),
+            None => warn!(
+                channel = %msg.channel,
+                chat_id = %msg.chat_id,
+                "reply for a channel that is not running; dropped"
+            ),
+        }
+    }
+}
