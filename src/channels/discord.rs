@@ -264,10 +264,8 @@ impl Shared {
                 .download(&a.id.to_string(), &a.url, &ext, a.size.into())
                 .await
             {
-                Ok(path) => {
-                    text.push_str(&format!("\n[{kind}: {}]", path.display()));
-                    media.push(path);
-                }
+                // The agent adds `[image: <path>]` / `[file: <path>]` for each entry of `media`.
+                Ok(path) => media.push(path),
                 Err(why) => {
                     warn!(session = %key, "attachment not downloaded: {why}");
                     text.push_str(&format!("\n[{kind}: not downloaded: {why}]"));

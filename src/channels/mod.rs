@@ -111,10 +111,10 @@ impl Dedupe {
             return false;
         }
         order.push_back(id.to_owned());
-        if order.len() > self.cap {
-            if let Some(old) = order.pop_front() {
-                set.remove(&old);
-            }
+        if order.len() > self.cap
+            && let Some(old) = order.pop_front()
+        {
+            set.remove(&old);
         }
         true
     }

@@ -139,10 +139,10 @@ fn cut(s: &str, room: usize, len: fn(&str) -> usize) -> &str {
         end = s.chars().next().map_or(s.len(), char::len_utf8);
         return &s[..end];
     }
-    if end < s.len() {
-        if let Some(sp) = last_space.filter(|&sp| sp > end / 2) {
-            return &s[..sp];
-        }
+    if end < s.len()
+        && let Some(sp) = last_space.filter(|&sp| sp > end / 2)
+    {
+        return &s[..sp];
     }
     &s[..end]
 }

@@ -368,10 +368,8 @@ impl Shared {
         }
         for (meta, ext, kind) in files {
             match self.download(meta, &ext).await {
-                Ok(path) => {
-                    text.push_str(&format!("\n[{kind}: {}]", path.display()));
-                    media.push(path);
-                }
+                // The agent adds `[image: <path>]` / `[file: <path>]` for each entry of `media`.
+                Ok(path) => media.push(path),
                 Err(why) => {
                     warn!(session = %key, "attachment not downloaded: {why}");
                     text.push_str(&format!("\n[{kind}: not downloaded: {why}]"));

@@ -88,11 +88,7 @@ pub fn markdown_to_html(md: &str) -> String {
                 TagEnd::Paragraph => {
                     out.push_str(if lists.is_empty() { "\n\n" } else { "\n" });
                 }
-                TagEnd::Item => {
-                    if !out.ends_with('\n') {
-                        out.push('\n');
-                    }
-                }
+                TagEnd::Item if !out.ends_with('\n') => out.push('\n'),
                 TagEnd::List(_) => {
                     lists.pop();
                     if lists.is_empty() {
