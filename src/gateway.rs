@@ -112,6 +112,9 @@ impl Inlet {
     }
 }
 
+/// How long [`Gateway::ready`] waits for the channels' first connection attempts.
+pub const READY_WAIT: Duration = Duration::from_secs(15);
+
 /// A channel's first connection attempt has finished (connected or failed): used for the "ready" line.
 pub type FirstAttempt = oneshot::Receiver<()>;
 
@@ -204,16 +207,26 @@ impl Gateway {
         let _ = (&self.inlet, &self.stop, &mut self.service_tasks);
     }
 
-    /// Waits until every channel has made its first connection attempt, then logs the one "ready" line.
+    /// Waits until every channel has made its first connection attempt (at most [`READY_WAIT`]: a channel that
+    /// is still trying keeps trying in the background), then logs the one "ready" line.
     pub async fn ready(&mut self) {
-        for (_channel, rx) in self.first_attempts.drain(..) {
+        let deadline = tokio::time::Instant::now() + READY_WAIT;
+        let mut pending = Vec::new();
+        for (channel, rx) in self.first_attempts.drain(..) {
             // A dropped sender (the channel task ended) counts as an attempt made.
-            let _ = rx.await;
+            if tokio::time::timeout_at(deadline, rx).await.is_err() {
+                pending.push(channel);
+            }
         }
-        info!(
-            channels = self.queues.len(),
-            "ready: nanogate gateway is running"
-        );
+        if pending.is_empty() {
+            info!(channels = self.queues.len(), "ready");
+        } else {
+            info!(
+                channels = self.queues.len(),
+                still_connecting = %pending.join(","),
+                "ready (some channels are still connecting)"
+            );
+        }
     }
 
     /// The inlet, for background services and tests.

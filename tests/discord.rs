@@ -167,3 +167,26 @@ async fn a_429_from_the_proxy_is_retried() {
         .count();
     assert_eq!(posts, 2, "one 429, one success");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_that_cannot_connect_does_not_stop_the_others() {
+    let (dc, model) = (FakeDiscord::start().await, FakeOpenAi::start().await);
+    // A port on 127.0.0.1 nobody listens on: Telegram's getMe fails and is retried with backoff.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let base = discord(&dc);
+    let gw = start_gateway(ws.path(), &model, |c| {
+        base(c);
+        c.channels.telegram.enabled = true;
+        c.channels.telegram.token = Some("1:T".into());
+        c.channels.telegram.api_url = format!("http://{closed}");
+    })
+    .await;
+    dc.wait_for("READY", |d| d.connected()).await;
+    dc.send_message(55, 1001, "dave", "still working?", false, false);
+    dc.wait_for("the reply", |d| !d.sent().is_empty()).await;
+    gw.shutdown().await.unwrap();
+}

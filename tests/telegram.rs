@@ -212,6 +212,38 @@ async fn photos_are_downloaded_to_the_workspace_and_referenced() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_message_delivered_twice_is_answered_once() {
+    let (tg, model) = (FakeTelegram::start().await, FakeOpenAi::start().await);
+    let ws = tempfile::tempdir().unwrap();
+    let gw = start_gateway(ws.path(), &model, telegram(&tg)).await;
+    let msg = json!({
+        "message_id": 5,
+        "chat": {"id": 42, "type": "private", "first_name": "A"},
+        "from": {"id": 42, "is_bot": false, "first_name": "A"},
+        "text": "once",
+    });
+    tg.push_message(msg.clone());
+    tg.push_message(msg);
+    tg.push_private(42, "alice", "twice");
+    tg.wait_for("two replies", |t| t.sent().len() == 2).await;
+    gw.shutdown().await.unwrap();
+    assert_eq!(user_texts(&model), vec!["once", "twice"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polling_survives_a_409_conflict() {
+    let (tg, model) = (FakeTelegram::start().await, FakeOpenAi::start().await);
+    tg.conflict(1);
+    let ws = tempfile::tempdir().unwrap();
+    let gw = start_gateway(ws.path(), &model, telegram(&tg)).await;
+    tg.push_private(42, "alice", "still there?");
+    tg.wait_for("the reply after the conflict", |t| !t.sent().is_empty())
+        .await;
+    gw.shutdown().await.unwrap();
+    assert!(tg.calls("getupdates").len() >= 2);
+}
+
 // ---- the real binary ----
 
 fn write_config(

@@ -32,6 +32,7 @@ struct Inner {
     calls: Vec<(String, Value)>,
     offsets: Vec<i64>,
     reject_html: usize,
+    conflicts: usize,
     rate_limits: Vec<u64>,
     files: HashMap<String, (String, Vec<u8>)>,
 }
@@ -140,6 +141,11 @@ impl FakeTelegram {
         self.shared.inner.lock().unwrap().reject_html = n;
     }
 
+    /// The next `n` getUpdates calls answer 409 (another poller on the token).
+    pub fn conflict(&self, n: usize) {
+        self.shared.inner.lock().unwrap().conflicts = n;
+    }
+
     /// The next sendMessage calls answer 429 with these `retry_after` values, one each.
     pub fn rate_limit(&self, retry_after: &[u64]) {
         self.shared.inner.lock().unwrap().rate_limits = retry_after.to_vec();
@@ -245,6 +251,18 @@ async fn handle(State(sh): State<Arc<Shared>>, uri: Uri, body: Bytes) -> Respons
         }
         "getupdates" => {
             let offset = args["offset"].as_i64().unwrap_or(0);
+            {
+                let mut g = sh.inner.lock().unwrap();
+                if g.conflicts > 0 {
+                    g.conflicts -= 1;
+                    g.calls.push((method, args));
+                    return fail(
+                        409,
+                        "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+                        None,
+                    );
+                }
+            }
             let wait = args["timeout"].as_u64().unwrap_or(0).min(1);
             sh.inner.lock().unwrap().offsets.push(offset);
             let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
@@ -257,6 +275,7 @@ async fn handle(State(sh): State<Arc<Shared>>, uri: Uri, body: Bytes) -> Respons
                     .updates
                     .iter()
                     .filter(|u| u["update_id"].as_i64().unwrap_or(0) >= offset)
+                    .take(100)
                     .cloned()
                     .collect();
                 if !batch.is_empty() || tokio::time::Instant::now() >= deadline {
