@@ -552,6 +552,39 @@ mod tests {
     }
 
     #[test]
+    fn gateway_and_channels() {
+        let c = parse("", &[]).unwrap();
+        assert_eq!(c.gateway.shutdown_grace_secs, 30);
+        assert!(!c.channels.telegram.enabled && !c.channels.discord.enabled);
+        assert_eq!(c.channels.telegram.api_url, TELEGRAM_API_URL);
+        assert_eq!(c.channels.discord.guild_policy, GroupPolicy::Mention);
+        let c = parse(
+            "[channels.telegram]\nenabled = true\nallow_from = [\"42\", \"@bob\"]\ngroup_policy = \"all\"\n",
+            &[("NANOGATE_CHANNELS__DISCORD__TOKEN", "abc"), ("NANOGATE_GATEWAY__SHUTDOWN_GRACE_SECS", "5")],
+        )
+        .unwrap();
+        assert!(c.channels.telegram.enabled);
+        assert_eq!(c.channels.telegram.allow_from, ["42", "@bob"]);
+        assert_eq!(c.channels.telegram.group_policy, GroupPolicy::All);
+        assert_eq!(c.channels.discord.token.as_deref(), Some("abc"));
+        assert_eq!(c.gateway.shutdown_grace_secs, 5);
+        let e = parse("[channels.telegram]\ntokn = \"x\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tokn"), "{e}");
+        let e = resolve_token("channels.discord", None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("channels.discord.token"), "{e}");
+    }
+
+    #[test]
+    fn the_example_config_parses() {
+        let text = include_str!("../config.toml.example");
+        parse(text, &[]).unwrap();
+    }
+
+    #[test]
     fn bad_value_is_clear() {
         let e = parse("[session]\ndurability = \"sometimes\"\n", &[])
             .unwrap_err()
