@@ -239,13 +239,15 @@ impl Gateway {
     pub async fn shutdown(self) -> Result<(), GatewayError> {
         let grace = Duration::from_secs(self.agent.config.gateway.shutdown_grace_secs);
         let deadline = tokio::time::Instant::now() + grace;
+        // Channels stop receiving first; a batch they are handing over is finished, so nothing they took from
+        // the platform (and acknowledged) is dropped. Then the inlet closes for anything still trying.
         self.stop.cancel();
-        self.inlet.accepting.store(false, Ordering::SeqCst);
         for task in self.channel_tasks.into_iter().chain(self.service_tasks) {
             if tokio::time::timeout_at(deadline, task).await.is_err() {
-                warn!("a channel did not stop within the grace period");
+                warn!("a channel or service did not stop within the grace period");
             }
         }
+        self.inlet.accepting.store(false, Ordering::SeqCst);
         let running = self.inlet.tracker.len();
         if running > 0 {
             info!(

@@ -267,10 +267,14 @@ impl Shared {
                         continue;
                     }
                     for update in updates {
-                        offset = offset.max(i32::try_from(update.id.0).unwrap_or(i32::MAX) + 1);
-                        if let UpdateKind::Message(msg) = update.kind {
-                            self.on_message(msg).await;
+                        let next = i32::try_from(update.id.0).unwrap_or(i32::MAX) + 1;
+                        if let UpdateKind::Message(msg) = update.kind
+                            && !self.on_message(msg).await
+                        {
+                            // Shutting down: the offset stays before this update, so it is answered next time.
+                            break;
                         }
+                        offset = offset.max(next);
                     }
                     if let Err(e) = write_atomic(&offset_file, format!("{offset}\n").as_bytes()) {
                         warn!(channel = "telegram", "cannot save the update offset: {e}");
@@ -303,19 +307,23 @@ impl Shared {
         }
     }
 
-    async fn on_message(self: &Arc<Self>, msg: Message) {
+    /// Handles one message; `false` only when the gateway is shutting down and did not take it (so the caller
+    /// leaves its update for the next start).
+    async fn on_message(self: &Arc<Self>, msg: Message) -> bool {
         let chat_id = msg.chat.id.0;
         let key = format!("telegram:{chat_id}");
         if !self.dedupe.first_time(&format!("{chat_id}:{}", msg.id.0)) {
             debug!(session = %key, message_id = msg.id.0, "duplicate message ignored");
-            return;
+            return true;
         }
         let Some(from) = msg.from.as_ref() else {
-            return;
+            return true;
         };
-        let Some(me) = self.me.get() else { return };
+        let Some(me) = self.me.get() else {
+            return true;
+        };
         if from.id.0 == me.id {
-            return;
+            return true;
         }
         let mut text = msg.text().or(msg.caption()).unwrap_or_default().to_owned();
         if !msg.chat.is_private() {
@@ -334,7 +342,7 @@ impl Shared {
                 .is_some_and(|u| u.id.0 == me.id);
             if self.config.group_policy == GroupPolicy::Mention && !mentioned && !replied_to_me {
                 debug!(session = %key, "group message without a mention ignored");
-                return;
+                return true;
             }
             text = strip_mention(&text, &mention);
         }
@@ -343,7 +351,7 @@ impl Shared {
             .allow
             .check("telegram", &sender_id, from.username.as_deref())
         {
-            return;
+            return true;
         }
         let mut media = Vec::new();
         let mut files: Vec<(&FileMeta, String, &str)> = Vec::new();
@@ -378,7 +386,7 @@ impl Shared {
         }
         let text = text.trim().to_owned();
         if text.is_empty() {
-            return;
+            return true;
         }
         info!(session = %key, sender = %sender_id, chars = text.len(), "message received");
         let inbound = Inbound {
@@ -392,8 +400,10 @@ impl Shared {
         let typing = CancellationToken::new();
         tokio::spawn(typing_loop(self.bot.clone(), chat_id, typing.clone()));
         if !self.inlet.submit(inbound, Some(typing.drop_guard())) {
-            debug!(session = %key, "shutting down: message not taken");
+            debug!(session = %key, "shutting down: message left for the next start");
+            return false;
         }
+        true
     }
 
     async fn download(&self, meta: &FileMeta, ext: &str) -> Result<PathBuf, String> {
