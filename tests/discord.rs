@@ -190,3 +190,32 @@ async fn a_channel_that_cannot_connect_does_not_stop_the_others() {
     dc.wait_for("the reply", |d| !d.sent().is_empty()).await;
     gw.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attachments_are_downloaded_to_the_workspace() {
+    let (dc, model) = (FakeDiscord::start().await, FakeOpenAi::start().await);
+    let ws = tempfile::tempdir().unwrap();
+    let gw = start_gateway(ws.path(), &model, discord(&dc)).await;
+    dc.wait_for("READY", |d| d.connected()).await;
+    dc.send_attachment(
+        55,
+        1001,
+        "see this",
+        "Cat.PNG",
+        "image/png",
+        b"\x89PNGfake".to_vec(),
+    );
+    dc.wait_for("the reply", |d| !d.sent().is_empty()).await;
+    gw.shutdown().await.unwrap();
+    let media: Vec<_> = std::fs::read_dir(ws.path().join("media"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(media.len(), 1);
+    assert_eq!(std::fs::read(&media[0]).unwrap(), b"\x89PNGfake");
+    assert!(media[0].to_str().unwrap().ends_with(".png"));
+    assert_eq!(
+        user_texts(&model),
+        vec![format!("see this\n[image: {}]", media[0].display())]
+    );
+}

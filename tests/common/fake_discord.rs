@@ -38,11 +38,13 @@ struct Inner {
     conn: Option<mpsc::UnboundedSender<Cmd>>,
     rate_limits: usize,
     next_id: u64,
+    files: Vec<(String, Vec<u8>)>,
 }
 
 struct Shared {
     inner: Mutex<Inner>,
     ws_url: String,
+    rest_url: String,
 }
 
 /// The fake servers.
@@ -65,12 +67,17 @@ impl FakeDiscord {
             .await
             .expect("bind ws");
         let ws_addr = ws_listener.local_addr().expect("addr");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let rest_addr = listener.local_addr().expect("addr");
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {
                 next_id: 5000,
                 ..Default::default()
             }),
             ws_url: format!("ws://{ws_addr}"),
+            rest_url: format!("http://{rest_addr}"),
         });
         let sh = shared.clone();
         tokio::spawn(async move {
@@ -79,10 +86,6 @@ impl FakeDiscord {
             }
         });
         let app = Router::new().fallback(rest).with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let rest_addr = listener.local_addr().expect("addr");
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -126,6 +129,34 @@ impl FakeDiscord {
         if guild {
             m["guild_id"] = json!("4242");
         }
+        if let Some(tx) = &g.conn {
+            let _ = tx.send(Cmd::Dispatch("MESSAGE_CREATE", m));
+        }
+    }
+
+    /// Sends a DM with one attachment, served by the fake at `/attachments/...`.
+    pub fn send_attachment(
+        &self,
+        channel: u64,
+        author: u64,
+        text: &str,
+        filename: &str,
+        content_type: &str,
+        bytes: Vec<u8>,
+    ) {
+        let mut g = self.shared.inner.lock().unwrap();
+        g.next_id += 1;
+        let id = g.next_id;
+        let path = format!("/attachments/{channel}/{id}/{filename}");
+        let size = bytes.len();
+        g.files.push((path.clone(), bytes));
+        let mut m = message(id, channel, user(author, "dave", false), text);
+        m["attachments"] = json!([{
+            "id": id.to_string(), "filename": filename, "size": size,
+            "url": format!("{}{path}", self.shared.rest_url),
+            "proxy_url": format!("{}{path}", self.shared.rest_url),
+            "content_type": content_type,
+        }]);
         if let Some(tx) = &g.conn {
             let _ = tx.send(Cmd::Dispatch("MESSAGE_CREATE", m));
         }
@@ -224,6 +255,9 @@ async fn rest(State(sh): State<Arc<Shared>>, method: Method, uri: Uri, body: Byt
     }
     let mut g = sh.inner.lock().unwrap();
     let m = method.as_str().to_owned();
+    if let Some((_, bytes)) = g.files.iter().find(|(p, _)| *p == path) {
+        return bytes.clone().into_response();
+    }
     if m == "GET" && (path == "/api/v10/gateway" || path == "/api/v10/gateway/bot") {
         g.rest_calls.push((m, path, args));
         return axum::Json(json!({
