@@ -146,55 +146,42 @@ impl Gateway {
             out,
         };
         let stop = CancellationToken::new();
-        let mut gw = Gateway {
-            evictor: agent.store.spawn_evictor(),
-            agent: agent.clone(),
-            inlet: inlet.clone(),
-            stop: stop.clone(),
-            channel_tasks: Vec::new(),
-            service_tasks: Vec::new(),
-            queues: Vec::new(),
-            first_attempts: Vec::new(),
-            dispatcher: tokio::spawn(async {}),
+        let started = match start_channels(&agent, &inlet, &stop) {
+            Ok(started) => started,
+            Err(e) => {
+                // Channels started before the failing one end with the token.
+                stop.cancel();
+                return Err(e);
+            }
         };
-        let channels = &agent.config.channels;
-        if channels.telegram.enabled {
-            let started = telegram::start(telegram::Options {
-                config: channels.telegram.clone(),
-                workspace: agent.workspace.clone(),
-                media_max_bytes: agent.config.gateway.media_max_bytes,
-                inlet: inlet.clone(),
-                stop: stop.clone(),
-            })?;
-            gw.add_channel(started);
-        }
-        if channels.discord.enabled {
-            let started = discord::start(discord::Options {
-                config: channels.discord.clone(),
-                workspace: agent.workspace.clone(),
-                media_max_bytes: agent.config.gateway.media_max_bytes,
-                inlet: inlet.clone(),
-                stop: stop.clone(),
-            })?;
-            gw.add_channel(started);
-        }
-        if gw.queues.is_empty() {
+        if started.is_empty() {
             warn!(
                 "no channel is enabled: set channels.telegram.enabled or channels.discord.enabled in config.toml"
             );
         }
-        let routes: HashMap<&'static str, Arc<ChatQueues>> =
-            gw.queues.iter().map(|q| (q.channel(), q.clone())).collect();
-        gw.dispatcher = tokio::spawn(dispatch(outbound, routes));
+        let routes: HashMap<&'static str, Arc<ChatQueues>> = started
+            .iter()
+            .map(|c| (c.queues.channel(), c.queues.clone()))
+            .collect();
+        let mut gw = Gateway {
+            evictor: agent.store.spawn_evictor(),
+            dispatcher: tokio::spawn(dispatch(outbound, routes)),
+            agent,
+            inlet,
+            stop,
+            channel_tasks: Vec::new(),
+            service_tasks: Vec::new(),
+            queues: Vec::new(),
+            first_attempts: Vec::new(),
+        };
+        for c in started {
+            gw.channel_tasks.push(c.task);
+            gw.first_attempts
+                .push((c.queues.channel(), c.first_attempt));
+            gw.queues.push(c.queues);
+        }
         gw.start_background_services();
         Ok(gw)
-    }
-
-    fn add_channel(&mut self, started: StartedChannel) {
-        self.channel_tasks.push(started.task);
-        self.queues.push(started.queues.clone());
-        self.first_attempts
-            .push((started.queues.channel(), started.first_attempt));
     }
 
     /// The hook for background services that live as long as the daemon: the cron scheduler and the heartbeat
@@ -204,7 +191,6 @@ impl Gateway {
     /// for them after the channels.
     fn start_background_services(&mut self) {
         // Nothing yet: cron and the heartbeat are wired in here when they land.
-        let _ = (&self.inlet, &self.stop, &mut self.service_tasks);
     }
 
     /// Waits until every channel has made its first connection attempt (at most [`READY_WAIT`]: a channel that
@@ -296,6 +282,36 @@ pub struct StartedChannel {
     pub first_attempt: FirstAttempt,
 }
 
+/// Starts every enabled channel; the first configuration error stops the loop.
+fn start_channels(
+    agent: &Agent,
+    inlet: &Inlet,
+    stop: &CancellationToken,
+) -> Result<Vec<StartedChannel>, GatewayError> {
+    let channels = &agent.config.channels;
+    let mut started = Vec::new();
+    if channels.telegram.enabled {
+        started.push(telegram::start(telegram::Options {
+            config: channels.telegram.clone(),
+            workspace: agent.workspace.clone(),
+            media_max_bytes: agent.config.gateway.media_max_bytes,
+            inlet: inlet.clone(),
+            stop: stop.clone(),
+        })?);
+    }
+    if channels.discord.enabled {
+        started.push(discord::start(discord::Options {
+            config: channels.discord.clone(),
+            workspace: agent.workspace.clone(),
+            media_max_bytes: agent.config.gateway.media_max_bytes,
+            inlet: inlet.clone(),
+            stop: stop.clone(),
+        })?);
+    }
+    Ok(started)
+}
+
+/// Moves each reply to its channel's send queues.
 async fn dispatch(
     mut rx: mpsc::UnboundedReceiver<Outbound>,
     routes: HashMap<&'static str, Arc<ChatQueues>>,

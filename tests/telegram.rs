@@ -377,3 +377,26 @@ async fn a_restart_does_not_answer_old_updates_again() {
         "commands registered once"
     );
 }
+
+#[test]
+fn a_missing_token_is_a_clear_startup_error() {
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[provider]\napi_base = \"http://127.0.0.1:9/v1\"\n\n[channels.telegram]\nenabled = true\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_nanogate"))
+        .args(["gateway", "--workspace"])
+        .arg(home.path().join("ws"))
+        .arg("--config")
+        .arg(&config)
+        .env("HOME", home.path())
+        .env_remove("NANOGATE_WORKSPACE")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("channels.telegram.token"), "{stderr}");
+}
