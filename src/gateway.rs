@@ -128,6 +128,8 @@ pub struct Gateway {
     queues: Vec<Arc<ChatQueues>>,
     first_attempts: Vec<(&'static str, FirstAttempt)>,
     dispatcher: JoinHandle<()>,
+    /// Tells the dispatcher to route what is queued and exit (shutdown, after the turns).
+    drain: CancellationToken,
     evictor: JoinHandle<()>,
 }
 
@@ -163,9 +165,11 @@ impl Gateway {
             .iter()
             .map(|c| (c.queues.channel(), c.queues.clone()))
             .collect();
+        let drain = CancellationToken::new();
         let mut gw = Gateway {
             evictor: agent.store.spawn_evictor(),
-            dispatcher: tokio::spawn(dispatch(outbound, routes)),
+            dispatcher: tokio::spawn(dispatch(outbound, routes, drain.clone())),
+            drain,
             agent,
             inlet,
             stop,
@@ -252,6 +256,10 @@ impl Gateway {
                 "turns still running when the grace period ended; their replies are lost"
             );
         }
+        // Finished turns have put their replies in the outbound queue; the dispatcher moves them to the send
+        // queues before it exits, so none is lost between the two.
+        self.drain.cancel();
+        let _ = tokio::time::timeout_at(deadline, self.dispatcher).await;
         for q in &self.queues {
             if tokio::time::timeout_at(deadline, q.drained())
                 .await
@@ -264,7 +272,6 @@ impl Gateway {
                 );
             }
         }
-        self.dispatcher.abort();
         self.evictor.abort();
         self.agent.store.flush_all().await?;
         info!("stopped: sessions flushed");
@@ -311,19 +318,33 @@ fn start_channels(
     Ok(started)
 }
 
-/// Moves each reply to its channel's send queues.
+/// Moves each reply to its channel's send queues; on `drain`, routes what is already queued and exits.
 async fn dispatch(
     mut rx: mpsc::UnboundedReceiver<Outbound>,
     routes: HashMap<&'static str, Arc<ChatQueues>>,
+    drain: CancellationToken,
 ) {
-    while let Some(msg) = rx.recv().await {
-        match routes.get(msg.channel.as_str()) {
-            Some(q) => q.push(&msg.chat_id, msg.text),
-            None => warn!(
-                channel = %msg.channel,
-                chat_id = %msg.chat_id,
-                "reply for a channel that is not running; dropped"
-            ),
+    let route = |msg: Outbound| match routes.get(msg.channel.as_str()) {
+        Some(q) => q.push(&msg.chat_id, msg.text),
+        None => warn!(
+            channel = %msg.channel,
+            chat_id = %msg.chat_id,
+            "reply for a channel that is not running; dropped"
+        ),
+    };
+    loop {
+        tokio::select! {
+            biased;
+            msg = rx.recv() => match msg {
+                Some(msg) => route(msg),
+                None => return,
+            },
+            _ = drain.cancelled() => {
+                while let Ok(msg) = rx.try_recv() {
+                    route(msg);
+                }
+                return;
+            }
         }
     }
 }
