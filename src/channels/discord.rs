@@ -33,7 +33,7 @@ use tracing::{debug, error, info, warn};
 use super::split::{char_len, split_message};
 use super::{
     AllowList, Backoff, ChatQueues, Dedupe, Deliver, extension_of, log_connected, media_path,
-    redact,
+    redact, supervise,
 };
 use crate::bus::Inbound;
 use crate::config::{DISCORD_API_URL, DiscordConfig, GroupPolicy, resolve_token};
@@ -116,7 +116,10 @@ pub fn start(opts: Options) -> Result<StartedChannel, GatewayError> {
         first_attempt: Mutex::new(Some(tx)),
     });
     let queues = ChatQueues::new("discord", shared.clone());
-    let task = tokio::spawn(run(shared, opts.stop));
+    let stop = opts.stop;
+    let task = tokio::spawn(supervise("discord", stop.clone(), move || {
+        run(shared.clone(), stop.clone())
+    }));
     Ok(StartedChannel {
         queues,
         task,

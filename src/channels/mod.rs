@@ -27,7 +27,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use tracing::{info, warn};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
 
 /// Who may talk to the bot, from `allow_from`: ids or usernames (with or without `@`), `"*"` for anyone.
 #[derive(Debug, Default)]
@@ -272,6 +273,34 @@ impl ChatQueues {
     }
 }
 
+/// Runs a channel's task and restarts it (after a backoff) if it panics, so a bug in one message's handling
+/// never stops a channel for good; returns when the task returns normally or `stop` is cancelled.
+pub async fn supervise<F, Fut>(channel: &'static str, stop: CancellationToken, mut make: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+    loop {
+        let res = tokio::spawn(make()).await;
+        match res {
+            Err(e) if e.is_panic() && !stop.is_cancelled() => {
+                let delay = backoff.next_delay();
+                error!(
+                    channel,
+                    "the {channel} channel crashed (a bug: please report it); restarting it in {}s",
+                    delay.as_secs()
+                );
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(delay) => {}
+                }
+            }
+            _ => return,
+        }
+    }
+}
+
 /// Logs the one "connected" line of a channel.
 pub fn log_connected(channel: &str, detail: &str) {
     info!(channel, "{channel} connected: {detail}");
@@ -299,6 +328,22 @@ mod tests {
         assert!(d.first_time("b"));
         assert!(d.first_time("c"));
         assert!(d.first_time("a"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_channel_task_is_restarted() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let r = runs.clone();
+        supervise("test", CancellationToken::new(), move || {
+            let n = r.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n < 2 {
+                    panic!("boom {n}");
+                }
+            }
+        })
+        .await;
+        assert_eq!(runs.load(Ordering::SeqCst), 3);
     }
 
     #[test]

@@ -20,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use teloxide::net::Download;
@@ -36,7 +36,7 @@ use super::split::{split_message, utf16_len};
 use super::telegram_html::markdown_to_html;
 use super::{
     AllowList, Backoff, ChatQueues, Dedupe, Deliver, extension_of, log_connected, media_path,
-    redact,
+    redact, supervise,
 };
 use crate::bus::Inbound;
 use crate::config::{GroupPolicy, TelegramConfig, resolve_token};
@@ -82,6 +82,7 @@ struct Shared {
     dedupe: Dedupe,
     inlet: Inlet,
     me: OnceLock<Me>,
+    first_attempt: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
 }
 
 /// Validates the settings and starts the channel's task; a bad token or an unreachable server is not an error
@@ -98,6 +99,7 @@ pub fn start(opts: Options) -> Result<StartedChannel, GatewayError> {
         source,
     })?;
     let bot = make_bot(&token, &cfg.api_url)?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
     let shared = Arc::new(Shared {
         bot,
         allow: AllowList::new("telegram", &cfg.allow_from),
@@ -109,10 +111,13 @@ pub fn start(opts: Options) -> Result<StartedChannel, GatewayError> {
         dedupe: Dedupe::new(4096),
         inlet: opts.inlet,
         me: OnceLock::new(),
+        first_attempt: Mutex::new(Some(tx)),
     });
     let queues = ChatQueues::new("telegram", shared.clone());
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let task = tokio::spawn(run(shared, opts.stop, tx));
+    let stop = opts.stop;
+    let task = tokio::spawn(supervise("telegram", stop.clone(), move || {
+        run(shared.clone(), stop.clone())
+    }));
     Ok(StartedChannel {
         queues,
         task,
@@ -137,8 +142,7 @@ fn make_bot(token: &str, api_url: &str) -> Result<Bot, GatewayError> {
     Ok(Bot::with_client(token, client).set_api_url(url))
 }
 
-async fn run(sh: Arc<Shared>, stop: CancellationToken, first: tokio::sync::oneshot::Sender<()>) {
-    let mut first = Some(first);
+async fn run(sh: Arc<Shared>, stop: CancellationToken) {
     let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
     let me = loop {
         let res = tokio::select! {
@@ -155,9 +159,7 @@ async fn run(sh: Arc<Shared>, stop: CancellationToken, first: tokio::sync::onesh
                     sh.describe(&e),
                     delay.as_secs()
                 );
-                if let Some(f) = first.take() {
-                    let _ = f.send(());
-                }
+                sh.first_attempt_done();
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     _ = tokio::time::sleep(delay) => {}
@@ -174,15 +176,24 @@ async fn run(sh: Arc<Shared>, stop: CancellationToken, first: tokio::sync::onesh
         &format!("@{} (id {}), long polling", info.username, info.id),
     );
     let _ = sh.me.set(info.clone());
-    if let Some(f) = first.take() {
-        let _ = f.send(());
-    }
+    sh.first_attempt_done();
     sh.register_commands(&info).await;
     sh.poll(&stop).await;
     debug!(channel = "telegram", "polling stopped");
 }
 
 impl Shared {
+    fn first_attempt_done(&self) {
+        let tx = self
+            .first_attempt
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(tx) = tx {
+            let _ = tx.send(());
+        }
+    }
+
     /// An error's text with the token removed (reqwest errors quote the URL, which holds it).
     fn describe(&self, e: &RequestError) -> String {
         let text = match e {
