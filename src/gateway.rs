@@ -131,6 +131,7 @@ pub struct Gateway {
     /// Tells the dispatcher to route what is queued and exit (shutdown, after the turns).
     drain: CancellationToken,
     evictor: JoinHandle<()>,
+    trimmer: JoinHandle<()>,
 }
 
 impl Gateway {
@@ -168,6 +169,7 @@ impl Gateway {
         let drain = CancellationToken::new();
         let mut gw = Gateway {
             evictor: agent.store.spawn_evictor(),
+            trimmer: tokio::spawn(return_freed_memory(agent.clone())),
             dispatcher: tokio::spawn(dispatch(outbound, routes, drain.clone())),
             drain,
             agent,
@@ -273,6 +275,7 @@ impl Gateway {
             }
         }
         self.evictor.abort();
+        self.trimmer.abort();
         self.agent.store.flush_all().await?;
         info!("stopped: sessions flushed");
         Ok(())
@@ -289,6 +292,33 @@ pub struct StartedChannel {
     pub first_attempt: FirstAttempt,
 }
 
+/// Once a minute, when sessions have left the cache since the last look, asks glibc's allocator to hand freed
+/// memory back to the system: it keeps freed heap pages otherwise, so the resident size of a daemon that
+/// once served thousands of chats would never come down after the cache evicted them.
+async fn return_freed_memory(agent: Arc<Agent>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    let mut cached = agent.store.cached();
+    loop {
+        tick.tick().await;
+        let now = agent.store.cached();
+        if now < cached {
+            trim_heap();
+        }
+        cached = now;
+    }
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim_heap() {
+    // SAFETY: malloc_trim only walks and shrinks the allocator's own free lists; it is thread-safe.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim_heap() {}
+
 /// Starts every enabled channel; the first configuration error stops the loop.
 fn start_channels(
     agent: &Agent,
@@ -296,6 +326,8 @@ fn start_channels(
     stop: &CancellationToken,
 ) -> Result<Vec<StartedChannel>, GatewayError> {
     let channels = &agent.config.channels;
+    let typing_slots =
+        agent.config.agent.max_concurrent_turns.max(1) * crate::channels::TYPING_SLOTS;
     let mut started = Vec::new();
     if channels.telegram.enabled {
         started.push(telegram::start(telegram::Options {
@@ -304,6 +336,7 @@ fn start_channels(
             media_max_bytes: agent.config.gateway.media_max_bytes,
             inlet: inlet.clone(),
             stop: stop.clone(),
+            typing_slots,
         })?);
     }
     if channels.discord.enabled {
@@ -313,6 +346,7 @@ fn start_channels(
             media_max_bytes: agent.config.gateway.media_max_bytes,
             inlet: inlet.clone(),
             stop: stop.clone(),
+            typing_slots,
         })?);
     }
     Ok(started)

@@ -26,7 +26,7 @@ use serenity::all::{
 };
 use serenity::async_trait;
 use serenity::http::HttpError;
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
@@ -54,6 +54,8 @@ pub struct Options {
     pub inlet: Inlet,
     /// Cancelled at shutdown.
     pub stop: CancellationToken,
+    /// Chats whose typing indicator is refreshed at once (see [`super::TYPING_SLOTS`]).
+    pub typing_slots: usize,
 }
 
 struct Shared {
@@ -68,6 +70,7 @@ struct Shared {
     allow: AllowList,
     dedupe: Dedupe,
     inlet: Inlet,
+    typing_slots: Arc<Semaphore>,
     /// The bot's user id, from READY.
     me: OnceLock<u64>,
     first_attempt: Mutex<Option<oneshot::Sender<()>>>,
@@ -112,6 +115,7 @@ pub fn start(opts: Options) -> Result<StartedChannel, GatewayError> {
         media_max_bytes: opts.media_max_bytes,
         dedupe: Dedupe::new(4096),
         inlet: opts.inlet,
+        typing_slots: Arc::new(Semaphore::new(opts.typing_slots.max(1))),
         me: OnceLock::new(),
         first_attempt: Mutex::new(Some(tx)),
     });
@@ -293,6 +297,7 @@ impl Shared {
             self.http.clone(),
             msg.channel_id,
             typing.clone(),
+            self.typing_slots.clone(),
         ));
         if !self.inlet.submit(inbound, Some(typing.drop_guard())) {
             debug!(session = %key, "shutting down: message not taken");
@@ -387,8 +392,18 @@ impl Deliver for Shared {
     }
 }
 
-/// Triggers "typing…" every 8 s (Discord shows it for 10) until `stop` is cancelled.
-async fn typing_loop(http: Arc<Http>, channel: ChannelId, stop: CancellationToken) {
+/// Triggers "typing…" every 8 s (Discord shows it for 10) until `stop` is cancelled, once it has one of the
+/// channel's typing slots.
+async fn typing_loop(
+    http: Arc<Http>,
+    channel: ChannelId,
+    stop: CancellationToken,
+    slots: Arc<Semaphore>,
+) {
+    let _slot = tokio::select! {
+        _ = stop.cancelled() => return,
+        slot = slots.acquire_owned() => slot,
+    };
     loop {
         let _ = tokio::select! {
             _ = stop.cancelled() => return,

@@ -301,6 +301,11 @@ where
     }
 }
 
+/// Typing indicators refreshed at once per channel, per allowed concurrent turn. A chat's indicator waits for a
+/// slot (in arrival order, like the turns), so a burst of thousands of chats, whose turns wait for the
+/// concurrency cap anyway, does not become thousands of "typing" requests every few seconds.
+pub const TYPING_SLOTS: usize = 2;
+
 /// Logs the one "connected" line of a channel.
 pub fn log_connected(channel: &str, detail: &str) {
     info!(channel, "{channel} connected: {detail}");

@@ -29,6 +29,7 @@ use teloxide::types::{
     AllowedUpdate, BotCommand, ChatAction, FileMeta, MessageEntityKind, ParseMode, UpdateKind,
 };
 use teloxide::{ApiError, RequestError};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
@@ -61,6 +62,8 @@ pub struct Options {
     pub inlet: Inlet,
     /// Cancelled at shutdown.
     pub stop: CancellationToken,
+    /// Chats whose typing indicator is refreshed at once (see [`super::TYPING_SLOTS`]).
+    pub typing_slots: usize,
 }
 
 /// The bot as `getMe` described it.
@@ -81,6 +84,7 @@ struct Shared {
     allow: AllowList,
     dedupe: Dedupe,
     inlet: Inlet,
+    typing_slots: Arc<Semaphore>,
     me: OnceLock<Me>,
     first_attempt: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
 }
@@ -110,6 +114,7 @@ pub fn start(opts: Options) -> Result<StartedChannel, GatewayError> {
         config: cfg,
         dedupe: Dedupe::new(4096),
         inlet: opts.inlet,
+        typing_slots: Arc::new(Semaphore::new(opts.typing_slots.max(1))),
         me: OnceLock::new(),
         first_attempt: Mutex::new(Some(tx)),
     });
@@ -409,7 +414,12 @@ impl Shared {
             session_key: None,
         };
         let typing = CancellationToken::new();
-        tokio::spawn(typing_loop(self.bot.clone(), chat_id, typing.clone()));
+        tokio::spawn(typing_loop(
+            self.bot.clone(),
+            chat_id,
+            typing.clone(),
+            self.typing_slots.clone(),
+        ));
         if !self.inlet.submit(inbound, Some(typing.drop_guard())) {
             debug!(session = %key, "shutting down: message left for the next start");
             return false;
@@ -559,8 +569,13 @@ impl Deliver for Shared {
     }
 }
 
-/// Sends "typing…" every 4 s (Telegram shows it for 5) until `stop` is cancelled.
-async fn typing_loop(bot: Bot, chat_id: i64, stop: CancellationToken) {
+/// Sends "typing…" every 4 s (Telegram shows it for 5) until `stop` is cancelled, once it has one of the
+/// channel's typing slots.
+async fn typing_loop(bot: Bot, chat_id: i64, stop: CancellationToken, slots: Arc<Semaphore>) {
+    let _slot = tokio::select! {
+        _ = stop.cancelled() => return,
+        slot = slots.acquire_owned() => slot,
+    };
     loop {
         // Failures are harmless: the indicator is cosmetic.
         let _ = tokio::select! {
