@@ -232,7 +232,7 @@ impl Shared {
         }
         let Some(&me) = self.me.get() else { return };
         let key = format!("discord:{}", msg.channel_id);
-        if !self.dedupe.first_time(&msg.id.to_string()) {
+        if !self.dedupe.first_time(u128::from(msg.id.get())) {
             debug!(session = %key, "duplicate message ignored");
             return;
         }

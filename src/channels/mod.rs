@@ -89,29 +89,37 @@ impl AllowList {
 }
 
 /// Remembers the last platform message ids seen, so a message delivered twice is answered once.
+///
+/// Ids are numbers (Telegram: chat id and message id packed together; Discord: the snowflake) kept inline in
+/// the set and the ring, so remembering them allocates nothing per message: a long-lived small allocation
+/// per message, spread over the heap, would keep the allocator from returning memory after a burst.
 #[derive(Debug)]
 pub struct Dedupe {
-    inner: Mutex<(HashSet<String>, VecDeque<String>)>,
+    inner: Mutex<(HashSet<u128>, VecDeque<u128>)>,
     cap: usize,
 }
 
 impl Dedupe {
     /// Remembers up to `cap` ids.
     pub fn new(cap: usize) -> Self {
+        let cap = cap.max(1);
         Dedupe {
-            inner: Mutex::new((HashSet::new(), VecDeque::new())),
-            cap: cap.max(1),
+            inner: Mutex::new((
+                HashSet::with_capacity(cap + 1),
+                VecDeque::with_capacity(cap + 1),
+            )),
+            cap,
         }
     }
 
     /// `true` the first time `id` is seen.
-    pub fn first_time(&self, id: &str) -> bool {
+    pub fn first_time(&self, id: u128) -> bool {
         let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let (set, order) = &mut *g;
-        if !set.insert(id.to_owned()) {
+        if !set.insert(id) {
             return false;
         }
-        order.push_back(id.to_owned());
+        order.push_back(id);
         if order.len() > self.cap
             && let Some(old) = order.pop_front()
         {
@@ -328,11 +336,11 @@ mod tests {
     #[test]
     fn dedupe_forgets_the_oldest() {
         let d = Dedupe::new(2);
-        assert!(d.first_time("a"));
-        assert!(!d.first_time("a"));
-        assert!(d.first_time("b"));
-        assert!(d.first_time("c"));
-        assert!(d.first_time("a"));
+        assert!(d.first_time(1));
+        assert!(!d.first_time(1));
+        assert!(d.first_time(2));
+        assert!(d.first_time(3));
+        assert!(d.first_time(1));
     }
 
     #[tokio::test(start_paused = true)]

@@ -328,7 +328,10 @@ impl Shared {
     async fn on_message(self: &Arc<Self>, msg: Message) -> bool {
         let chat_id = msg.chat.id.0;
         let key = format!("telegram:{chat_id}");
-        if !self.dedupe.first_time(&format!("{chat_id}:{}", msg.id.0)) {
+        if !self
+            .dedupe
+            .first_time(((chat_id as u128) << 64) | u128::from(msg.id.0 as u32))
+        {
             debug!(session = %key, message_id = msg.id.0, "duplicate message ignored");
             return true;
         }
