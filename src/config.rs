@@ -287,6 +287,8 @@ pub struct TelegramConfig {
     pub group_policy: GroupPolicy,
     /// Seconds one `getUpdates` long poll waits on the server (below teloxide's 17 s HTTP timeout).
     pub poll_timeout_secs: u32,
+    /// Seconds without a completed `getUpdates` call before the watchdog restarts polling.
+    pub watchdog_secs: u64,
 }
 
 impl Default for TelegramConfig {
@@ -299,6 +301,7 @@ impl Default for TelegramConfig {
             api_url: TELEGRAM_API_URL.into(),
             group_policy: GroupPolicy::Mention,
             poll_timeout_secs: 10,
+            watchdog_secs: 120,
         }
     }
 }

@@ -244,6 +244,28 @@ async fn polling_survives_a_409_conflict() {
     assert!(tg.calls("getupdates").len() >= 2);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watchdog_restarts_a_stuck_poll() {
+    let (tg, model) = (FakeTelegram::start().await, FakeOpenAi::start().await);
+    tg.hang(1);
+    let ws = tempfile::tempdir().unwrap();
+    let base = telegram(&tg);
+    let gw = start_gateway(ws.path(), &model, |c| {
+        base(c);
+        c.channels.telegram.poll_timeout_secs = 0;
+        // The floor is poll_timeout_secs + 5: the watchdog fires 5 s into the stuck call.
+        c.channels.telegram.watchdog_secs = 1;
+    })
+    .await;
+    tg.wait_for("the stuck poll", |t| !t.calls("getupdates-hung").is_empty())
+        .await;
+    tg.push_private(42, "alice", "anyone?");
+    tg.wait_for("the reply after the restart", |t| !t.sent().is_empty())
+        .await;
+    gw.shutdown().await.unwrap();
+    assert_eq!(user_texts(&model), vec!["anyone?"]);
+}
+
 // ---- the real binary ----
 
 fn write_config(

@@ -45,8 +45,6 @@ use crate::gateway::{GatewayError, Inlet, StartedChannel};
 
 /// Telegram's limit on one message, in UTF-16 code units.
 pub const MAX_MESSAGE_UTF16: usize = 4096;
-/// No `getUpdates` completed for this long: the watchdog restarts polling.
-const WATCHDOG: Duration = Duration::from_secs(120);
 /// Bumped when the command list changes, so it is registered again.
 const COMMANDS_VERSION: &str = "v1";
 
@@ -254,6 +252,8 @@ impl Shared {
         let mut bot = self.bot.clone();
         let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
         let timeout = self.config.poll_timeout_secs.min(15);
+        // No `getUpdates` completed for this long: the watchdog restarts polling.
+        let watchdog = Duration::from_secs(self.config.watchdog_secs.max(u64::from(timeout) + 5));
         loop {
             let req = bot
                 .get_updates()
@@ -262,14 +262,14 @@ impl Shared {
                 .allowed_updates([AllowedUpdate::Message]);
             let res = tokio::select! {
                 _ = stop.cancelled() => return,
-                r = tokio::time::timeout(WATCHDOG, req.into_future()) => r,
+                r = tokio::time::timeout(watchdog, req.into_future()) => r,
             };
             let delay = match res {
                 Err(_) => {
                     warn!(
                         channel = "telegram",
                         "watchdog: no getUpdates call completed for {}s; restarting polling",
-                        WATCHDOG.as_secs()
+                        watchdog.as_secs()
                     );
                     match make_bot(&self.token, &self.config.api_url) {
                         Ok(b) => bot = b,

@@ -33,6 +33,7 @@ struct Inner {
     offsets: Vec<i64>,
     reject_html: usize,
     conflicts: usize,
+    hangs: usize,
     rate_limits: Vec<u64>,
     files: HashMap<String, (String, Vec<u8>)>,
 }
@@ -139,6 +140,11 @@ impl FakeTelegram {
     /// The next `n` sendMessage calls with `parse_mode = HTML` are rejected with "can't parse entities".
     pub fn reject_html(&self, n: usize) {
         self.shared.inner.lock().unwrap().reject_html = n;
+    }
+
+    /// The next `n` getUpdates calls never answer (a stuck connection).
+    pub fn hang(&self, n: usize) {
+        self.shared.inner.lock().unwrap().hangs = n;
     }
 
     /// The next `n` getUpdates calls answer 409 (another poller on the token).
@@ -251,6 +257,16 @@ async fn handle(State(sh): State<Arc<Shared>>, uri: Uri, body: Bytes) -> Respons
         }
         "getupdates" => {
             let offset = args["offset"].as_i64().unwrap_or(0);
+            let hang = {
+                let mut g = sh.inner.lock().unwrap();
+                let hang = g.hangs > 0;
+                g.hangs = g.hangs.saturating_sub(1);
+                hang
+            };
+            if hang {
+                record(&sh, "getupdates-hung", &args);
+                tokio::time::sleep(Duration::from_secs(600)).await;
+            }
             {
                 let mut g = sh.inner.lock().unwrap();
                 if g.conflicts > 0 {
