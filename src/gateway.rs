@@ -17,7 +17,7 @@
 //! - [`Gateway::shutdown`]: stop the channels (no new messages), wait for running turns and queued replies up to
 //!   `gateway.shutdown_grace_secs`, flush the sessions.
 //!
-//! Background services (the cron scheduler, the heartbeat) start in [`Gateway::start_background_services`]:
+//! Background services (the cron scheduler, the heartbeat) start in `Gateway::start_background_services` (private, in this file):
 //! they get the [`Inlet`] to submit messages (`cron:<id>` keys) and the stop token to end with the daemon.
 
 use std::collections::HashMap;

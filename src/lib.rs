@@ -2,7 +2,8 @@
 //!
 //! The library holds everything the `nanogate` binary does, so integration tests and benchmarks drive the same
 //! code. `json` is the Python-compatible codec, `session` the nanobot-compatible session store, `config` the
-//! configuration file and its environment overrides.
+//! configuration file and its environment overrides, `gateway` the daemon (`nanogate gateway`) and `channels`
+//! its Telegram and Discord adapters.
 
 pub mod agent;
 pub mod bus;

@@ -9,7 +9,8 @@
 //!
 //! This module holds what both platforms share: the allow-list ([`AllowList`]), deduplication of platform
 //! message ids ([`Dedupe`]), the per-chat send queues that keep one chat's replies in order ([`ChatQueues`]),
-//! exponential [`Backoff`], where media is saved ([`media_path`]), and [`redact`], which keeps tokens out of
+//! exponential [`Backoff`], the [`supervise`]r that restarts a channel task after a panic, where media is saved
+//! ([`media_path`]), bounded typing indicators ([`TYPING_SLOTS`]), and [`redact`], which keeps tokens out of
 //! error texts (reqwest errors carry the URL, and Telegram's URLs carry the token).
 
 pub mod discord;
