@@ -32,6 +32,10 @@ pub struct Config {
     pub memory: MemoryConfig,
     /// `[admin]`: the admin HTTP API.
     pub admin: AdminConfig,
+    /// `[gateway]`: the daemon.
+    pub gateway: GatewayConfig,
+    /// `[channels.*]`: Telegram and Discord.
+    pub channels: ChannelsConfig,
     /// `[cron]`: scheduled jobs.
     pub cron: CronConfig,
     /// `[heartbeat]`: the periodic look at `HEARTBEAT.md`.
@@ -232,23 +236,14 @@ impl AdminConfig {
     /// The token from `token` or the variable `token_env` names; an error when neither gives one, since the
     /// API can clear sessions and talk to the agent.
     pub fn resolve_token(&self) -> Result<String, ConfigError> {
-        if let Some(t) = self.token.as_ref().filter(|t| !t.trim().is_empty()) {
-            return Ok(t.clone());
-        }
-        if let Some(var) = &self.token_env {
-            return match std::env::var(var) {
-                Ok(v) if !v.trim().is_empty() => Ok(v),
-                _ => Err(ConfigError::Env {
-                    var: var.clone(),
-                    message: "admin.token_env names this variable, but it is not set".into(),
-                }),
-            };
-        }
-        Err(ConfigError::Setting {
-            key: "admin.token".into(),
-            message: "the admin API is enabled but has no token: set admin.token (or admin.token_env, or \
-                      NANOGATE_ADMIN__TOKEN) to a long random string, e.g. the output of `openssl rand -hex 32`"
-                .into(),
+        resolve_token("admin", self.token.as_ref(), self.token_env.as_ref()).map_err(|e| match e {
+            ConfigError::Missing { key } => ConfigError::Setting {
+                key,
+                message: "the admin API is enabled but has no token: set admin.token (or admin.token_env, or \
+                          NANOGATE_ADMIN__TOKEN) to a long random string, e.g. the output of `openssl rand -hex 32`"
+                    .into(),
+            },
+            other => other,
         })
     }
 }
@@ -368,6 +363,145 @@ impl HeartbeatConfig {
     }
 }
 
+// ---- gateway and channels (`nanogate gateway`) ----
+
+/// `[gateway]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewayConfig {
+    /// Seconds SIGTERM/SIGINT waits for running turns and queued replies before the daemon exits anyway.
+    pub shutdown_grace_secs: u64,
+    /// Bytes a downloaded photo, document or voice note may have at most (bigger ones are not downloaded).
+    pub media_max_bytes: u64,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            shutdown_grace_secs: 30,
+            media_max_bytes: 20 * 1024 * 1024,
+        }
+    }
+}
+
+/// `[channels]`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChannelsConfig {
+    /// `[channels.telegram]`
+    pub telegram: TelegramConfig,
+    /// `[channels.discord]`
+    pub discord: DiscordConfig,
+}
+
+/// Telegram's Bot API, the default `channels.telegram.api_url`.
+pub const TELEGRAM_API_URL: &str = "https://api.telegram.org";
+/// Discord's REST API, the default `channels.discord.api_url`.
+pub const DISCORD_API_URL: &str = "https://discord.com";
+
+/// When the bot answers in a group chat (Telegram) or a server channel (Discord).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupPolicy {
+    /// Only when the bot is mentioned (or, on Telegram, a message of the bot is replied to).
+    #[default]
+    Mention,
+    /// Every message from an allowed sender.
+    All,
+}
+
+/// `[channels.telegram]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelegramConfig {
+    /// Start this channel with `nanogate gateway`.
+    pub enabled: bool,
+    /// The bot token from @BotFather. Prefer `token_env`, so the token is not in a file.
+    pub token: Option<String>,
+    /// Name of an environment variable holding the token.
+    pub token_env: Option<String>,
+    /// User ids or usernames allowed to talk to the bot; `"*"` lets anyone in; empty lets nobody in.
+    pub allow_from: Vec<String>,
+    /// Bot API server (a self-hosted one, a proxy, a test fake).
+    pub api_url: String,
+    /// In groups: answer only when mentioned or replied to (`"mention"`), or every message (`"all"`).
+    pub group_policy: GroupPolicy,
+    /// Seconds one `getUpdates` long poll waits on the server (below teloxide's 17 s HTTP timeout).
+    pub poll_timeout_secs: u32,
+    /// Seconds without a completed `getUpdates` call before the watchdog restarts polling.
+    pub watchdog_secs: u64,
+}
+
+impl Default for TelegramConfig {
+    fn default() -> Self {
+        TelegramConfig {
+            enabled: false,
+            token: None,
+            token_env: None,
+            allow_from: Vec::new(),
+            api_url: TELEGRAM_API_URL.into(),
+            group_policy: GroupPolicy::Mention,
+            poll_timeout_secs: 10,
+            watchdog_secs: 120,
+        }
+    }
+}
+
+/// `[channels.discord]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DiscordConfig {
+    /// Start this channel with `nanogate gateway`.
+    pub enabled: bool,
+    /// The bot token from the Discord developer portal. Prefer `token_env`.
+    pub token: Option<String>,
+    /// Name of an environment variable holding the token.
+    pub token_env: Option<String>,
+    /// User ids or usernames allowed to talk to the bot; `"*"` lets anyone in; empty lets nobody in.
+    pub allow_from: Vec<String>,
+    /// REST API base (a proxy such as twilight-http-proxy, a test fake); the gateway URL is asked from it.
+    pub api_url: String,
+    /// In servers: answer only when mentioned (`"mention"`), or every message (`"all"`). DMs are always answered.
+    pub guild_policy: GroupPolicy,
+}
+
+impl Default for DiscordConfig {
+    fn default() -> Self {
+        DiscordConfig {
+            enabled: false,
+            token: None,
+            token_env: None,
+            allow_from: Vec::new(),
+            api_url: DISCORD_API_URL.into(),
+            guild_policy: GroupPolicy::Mention,
+        }
+    }
+}
+
+/// The token of a channel: `token`, else the variable named by `token_env`; an error names the key, never the
+/// token.
+pub fn resolve_token(
+    section: &str,
+    token: Option<&String>,
+    token_env: Option<&String>,
+) -> Result<String, ConfigError> {
+    if let Some(t) = token.filter(|t| !t.trim().is_empty()) {
+        return Ok(t.trim().to_owned());
+    }
+    match token_env {
+        Some(var) => match std::env::var(var) {
+            Ok(v) if !v.trim().is_empty() => Ok(v.trim().to_owned()),
+            _ => Err(ConfigError::Env {
+                var: var.clone(),
+                message: format!("{section}.token_env names this variable, but it is not set"),
+            }),
+        },
+        None => Err(ConfigError::Missing {
+            key: format!("{section}.token"),
+        }),
+    }
+}
+
 /// A configuration that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -394,6 +528,12 @@ pub enum ConfigError {
         var: String,
         /// What is wrong with it.
         message: String,
+    },
+    /// A required key is missing.
+    #[error("{key} is not set (set it, or the matching *_env key, in config.toml)")]
+    Missing {
+        /// The key, e.g. `channels.telegram.token`.
+        key: String,
     },
     /// A setting has a value that cannot be used, or a required one is missing.
     #[error("{key}: {message}")]
@@ -591,5 +731,38 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("sometimes") || e.contains("durability"), "{e}");
+    }
+
+    #[test]
+    fn gateway_and_channels() {
+        let c = parse("", &[]).unwrap();
+        assert_eq!(c.gateway.shutdown_grace_secs, 30);
+        assert!(!c.channels.telegram.enabled && !c.channels.discord.enabled);
+        assert_eq!(c.channels.telegram.api_url, TELEGRAM_API_URL);
+        assert_eq!(c.channels.discord.guild_policy, GroupPolicy::Mention);
+        let c = parse(
+            "[channels.telegram]\nenabled = true\nallow_from = [\"42\", \"@bob\"]\ngroup_policy = \"all\"\n",
+            &[("NANOGATE_CHANNELS__DISCORD__TOKEN", "abc"), ("NANOGATE_GATEWAY__SHUTDOWN_GRACE_SECS", "5")],
+        )
+        .unwrap();
+        assert!(c.channels.telegram.enabled);
+        assert_eq!(c.channels.telegram.allow_from, ["42", "@bob"]);
+        assert_eq!(c.channels.telegram.group_policy, GroupPolicy::All);
+        assert_eq!(c.channels.discord.token.as_deref(), Some("abc"));
+        assert_eq!(c.gateway.shutdown_grace_secs, 5);
+        let e = parse("[channels.telegram]\ntokn = \"x\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tokn"), "{e}");
+        let e = resolve_token("channels.discord", None, None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("channels.discord.token"), "{e}");
+    }
+
+    #[test]
+    fn the_example_config_parses() {
+        let text = include_str!("../config.toml.example");
+        parse(text, &[]).unwrap();
     }
 }

@@ -4,6 +4,8 @@
 //! code. `json` is the Python-compatible codec, `session` the nanobot-compatible session store, `config` the
 //! configuration file and its environment overrides, `import` the migration from a nanobot installation, and
 //! `notify` systemd's readiness protocol.
+//! configuration file and its environment overrides, `gateway` the daemon (`nanogate gateway`) and `channels`
+//! its Telegram and Discord adapters.
 
 pub mod admin;
 pub mod agent;
@@ -12,6 +14,7 @@ pub mod channels;
 pub mod cli;
 pub mod config;
 pub mod cron;
+pub mod gateway;
 pub mod import;
 pub mod json;
 pub mod metrics;

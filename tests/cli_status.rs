@@ -38,6 +38,8 @@ async fn status_reports_each_part_and_never_prints_a_secret() {
         ("NANOGATE_CRON__STORE", jobs.to_str().expect("p")),
         ("NANOGATE_ADMIN__ENABLED", "true"),
         ("NANOGATE_ADMIN__TOKEN", "admin-secret-token"),
+        ("NANOGATE_CHANNELS__TELEGRAM__ENABLED", "true"),
+        ("NANOGATE_CHANNELS__TELEGRAM__TOKEN", "123:tg-secret"),
     ];
     let o = nanogate(
         home.path(),
@@ -60,7 +62,14 @@ async fn status_reports_each_part_and_never_prints_a_secret() {
     assert!(out.contains("api key     set"), "{out}");
     assert!(out.contains(" jobs (") && out.contains(", next: "), "{out}");
     assert!(out.contains("http://127.0.0.1:18790 (token set)"), "{out}");
-    assert!(!out.contains("sk-very-secret-key") && !out.contains("admin-secret-token"));
+    assert!(
+        out.contains("telegram    enabled, token set, allow_from is empty: nobody can talk to it"),
+        "{out}"
+    );
+    assert!(out.contains("discord     off"), "{out}");
+    for secret in ["sk-very-secret-key", "admin-secret-token", "tg-secret"] {
+        assert!(!out.contains(secret), "{secret} printed");
+    }
     // The model was asked with the key, at /models.
     let req = fake.last_request().expect("a request");
     assert_eq!(req.path, "/v1/models");
@@ -83,6 +92,7 @@ async fn status_says_what_needs_attention_and_exits_1() {
         ("NANOGATE_PROVIDER__API_BASE", base.as_str()),
         ("NANOGATE_CRON__STORE", jobs.to_str().expect("p")),
         ("NANOGATE_ADMIN__ENABLED", "true"),
+        ("NANOGATE_CHANNELS__DISCORD__ENABLED", "true"),
     ];
     let o = nanogate(home.path(), &["status"], &env).await;
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -94,4 +104,8 @@ async fn status_says_what_needs_attention_and_exits_1() {
         "{out}"
     );
     assert!(out.contains("NO TOKEN"), "{out}");
+    assert!(
+        out.contains("discord     enabled, NO TOKEN (channels.discord.token is not set"),
+        "{out}"
+    );
 }

@@ -2,6 +2,7 @@
 
 mod agent;
 mod cron;
+mod gateway;
 mod import;
 mod onboard;
 mod service;
@@ -55,6 +56,8 @@ pub enum Command {
     /// Inspect, check and repair session files.
     #[command(subcommand)]
     Sessions(sessions::SessionsCommand),
+    /// Run the daemon: every enabled channel (Telegram, Discord) until SIGTERM/SIGINT.
+    Gateway,
     /// Talk to the agent in the terminal, or send one message with -m.
     Agent {
         /// Send this one message, print the reply and exit.
@@ -145,6 +148,7 @@ pub async fn run(cli: Cli) -> Result<i32> {
     };
     match cli.command {
         Command::Sessions(cmd) => sessions::run(&ctx, cmd).await,
+        Command::Gateway => gateway::run(&ctx).await,
         Command::Agent { message, session } => agent::run(&ctx, session, message).await,
         Command::Cron(cmd) => cron::run(&ctx, cmd).await,
         Command::Status => status::run(&ctx).await,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::Context;
+use crate::config::resolve_token;
 use crate::cron::JobStore;
 use crate::cron::schedule::local_time;
 use crate::provider::Provider;
@@ -63,6 +64,44 @@ pub async fn run(ctx: &Context) -> Result<i32> {
         format!("{} at {}: {answer}", c.provider.model, c.provider.api_base),
     );
     row("api key", key);
+
+    for (name, enabled, token, token_env, allow) in [
+        (
+            "telegram",
+            c.channels.telegram.enabled,
+            &c.channels.telegram.token,
+            &c.channels.telegram.token_env,
+            &c.channels.telegram.allow_from,
+        ),
+        (
+            "discord",
+            c.channels.discord.enabled,
+            &c.channels.discord.token,
+            &c.channels.discord.token_env,
+            &c.channels.discord.allow_from,
+        ),
+    ] {
+        if !enabled {
+            row(name, "off".to_owned());
+            continue;
+        }
+        let section = format!("channels.{name}");
+        let token = match resolve_token(&section, token.as_ref(), token_env.as_ref()) {
+            Ok(_) => "token set".to_owned(),
+            Err(e) => {
+                problems += 1;
+                format!("NO TOKEN ({e})")
+            }
+        };
+        let who = if allow.is_empty() {
+            "allow_from is empty: nobody can talk to it".to_owned()
+        } else if allow.iter().any(|a| a == "*") {
+            "anyone may talk to it".to_owned()
+        } else {
+            format!("{} allowed sender(s)", allow.len())
+        };
+        row(name, format!("enabled, {token}, {who}"));
+    }
 
     match c.cron.store_path() {
         Ok(path) => match JobStore::new(&path).load() {

@@ -79,3 +79,59 @@ pub fn jsonl_files(dir: &Path) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+pub mod fake_discord;
+pub mod fake_telegram;
+
+/// Starts `nanogate gateway` in-process over `ws` with the provider at `model` and `tweak` applied, and waits for
+/// its "ready" point. Returns the gateway (call `shutdown`).
+pub async fn start_gateway(
+    ws: &Path,
+    model: &fake_openai::FakeOpenAi,
+    tweak: impl FnOnce(&mut nanogate::config::Config),
+) -> nanogate::gateway::Gateway {
+    let mut c = nanogate::config::Config::default();
+    c.provider.api_base = model.base_url();
+    c.provider.api_key = Some("sk-test-secret".into());
+    c.provider.max_retries = 1;
+    c.gateway.shutdown_grace_secs = 10;
+    tweak(&mut c);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let store =
+        nanogate::session::SessionStore::open(ws, c.session.store_options()).expect("store");
+    let provider = nanogate::provider::Provider::new(&c.provider).expect("provider");
+    let agent = nanogate::agent::Agent::new(
+        c,
+        ws.to_path_buf(),
+        store,
+        provider,
+        nanogate::tools::default_registry(),
+        Some(tx),
+    );
+    let mut gw = nanogate::gateway::Gateway::start(agent, rx)
+        .await
+        .expect("gateway starts");
+    gw.ready().await;
+    gw
+}
+
+/// The last user message (`role: user` content) of every chat request the fake model received, in order.
+pub fn user_texts(model: &fake_openai::FakeOpenAi) -> Vec<String> {
+    model
+        .recorded()
+        .iter()
+        .filter_map(|r| {
+            let v: serde_json::Value = serde_json::from_str(&r.body_text).ok()?;
+            let last = v["messages"]
+                .as_array()?
+                .iter()
+                .rev()
+                .find(|m| m["role"] == "user")?
+                .clone();
+            Some(match &last["content"] {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+        })
+        .collect()
+}
