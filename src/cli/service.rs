@@ -83,8 +83,9 @@ pub fn unit_text(spec: &UnitSpec) -> String {
     u.push_str(
         "Restart=on-failure\n\
          RestartSec=5\n\
-         # A stopping daemon waits up to memory.shutdown_wait_secs (60) for a running consolidation.\n\
-         TimeoutStopSec=90\n",
+         # A stopping daemon lets turns finish (gateway.shutdown_grace_secs, 30), then waits for a running\n\
+         # consolidation (memory.shutdown_wait_secs, 60); raise this if you raise those.\n\
+         TimeoutStopSec=120\n",
     );
     if let Some(user) = &spec.user {
         u.push_str(&format!("User={user}\n"));
