@@ -165,10 +165,10 @@ impl Gateway {
         let out = agent.outbound.clone().ok_or(GatewayError::NoOutbound)?;
         let readiness = Arc::new(Readiness::default());
         if agent.config.channels.telegram.enabled {
-            readiness.expect("telegram");
+            readiness.register("telegram");
         }
         if agent.config.channels.discord.enabled {
-            readiness.expect("discord");
+            readiness.register("discord");
         }
         let inlet = Inlet {
             router: Router::new(agent.clone()),

@@ -151,7 +151,7 @@ async fn probes_are_open_and_everything_else_needs_the_token() {
     // Ready only when every enabled channel is connected.
     let (status, body) = api.get("/readyz", None).await;
     assert_eq!(status, 200, "{body}");
-    api.readiness.expect("telegram");
+    api.readiness.register("telegram");
     let (status, body) = api.get("/readyz", None).await;
     assert_eq!(status, 503);
     assert!(body.contains("channel telegram is not connected"), "{body}");

@@ -52,7 +52,7 @@ pub struct Readiness {
 
 impl Readiness {
     /// Records whether `channel` is connected now. A channel that never reported counts as not connected once
-    /// it is [`Readiness::expect`]ed.
+    /// it is [`Readiness::register`]ed.
     pub fn set(&self, channel: &str, connected: bool) {
         self.channels
             .lock()
@@ -61,7 +61,7 @@ impl Readiness {
     }
 
     /// Registers an enabled channel (not connected yet).
-    pub fn expect(&self, channel: &str) {
+    pub fn register(&self, channel: &str) {
         self.channels
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
