@@ -65,6 +65,9 @@ pub struct ProviderConfig {
     pub request_timeout_secs: u64,
     /// Retries after a 429, a 5xx or a connection error (with backoff and jitter).
     pub max_retries: u32,
+    /// The model accepts images (gpt-4o, Claude, Gemini, llava, …): photos of the current message are sent as
+    /// image parts, not only referenced by path.
+    pub vision: bool,
     /// Extra HTTP headers sent with every request (e.g. OpenRouter's `HTTP-Referer`).
     pub extra_headers: std::collections::BTreeMap<String, String>,
 }
@@ -80,6 +83,7 @@ impl Default for ProviderConfig {
             temperature: 0.7,
             request_timeout_secs: 120,
             max_retries: 3,
+            vision: false,
             extra_headers: Default::default(),
         }
     }

@@ -538,3 +538,66 @@ fn the_agent_is_shareable() {
     is_send_sync::<Arc<Agent>>();
     is_send_sync::<Router>();
 }
+
+#[tokio::test]
+async fn a_model_with_vision_gets_photos_as_image_parts_and_the_session_keeps_the_path() {
+    let fake = FakeOpenAi::start().await;
+    let s = setup_in(tempfile::tempdir().expect("tmp"), &fake, |c| {
+        c.provider.vision = true;
+    });
+    let photo = s.ws.path().join("media/cat.png");
+    std::fs::create_dir_all(photo.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&photo, [0x89, b'P', b'N', b'G', 1, 2, 3]).expect("write");
+    let mut inbound = msg("telegram:5", "what is this?");
+    inbound.media = vec![photo.clone(), s.ws.path().join("media/notes.pdf")];
+    s.router.ask(inbound.clone()).await.expect("reply");
+
+    let req = fake.last_request().expect("request").body;
+    let messages = field(&req, "messages")
+        .and_then(Json::as_array)
+        .expect("messages");
+    let user = messages.last().expect("user");
+    let parts = field(user, "content")
+        .and_then(Json::as_array)
+        .expect("parts");
+    assert_eq!(
+        parts.len(),
+        2,
+        "text and the one image (the pdf is not an image)"
+    );
+    let text = field(&parts[0], "text")
+        .and_then(Json::as_str)
+        .expect("text");
+    assert!(
+        text.starts_with("what is this?\n[image: ") && text.contains("[file: "),
+        "{text}"
+    );
+    let url = field(&parts[1], "image_url")
+        .and_then(|u| field(u, "url"))
+        .and_then(Json::as_str)
+        .expect("url");
+    assert_eq!(url, "data:image/png;base64,iVBORwECAw==");
+
+    // The session stores the text with the path, never the image.
+    let lines = session_lines(s.ws.path(), "telegram_5.jsonl");
+    let stored = field(&lines[1], "content")
+        .and_then(Json::as_str)
+        .expect("stored text");
+    assert_eq!(stored, text);
+
+    // Without vision the model gets the same text, as a plain string.
+    let plain = setup(&fake);
+    let mut inbound = msg("telegram:6", "what is this?");
+    inbound.media = vec![photo];
+    plain.router.ask(inbound).await.expect("reply");
+    let req = fake.last_request().expect("request").body;
+    let user = field(&req, "messages")
+        .and_then(Json::as_array)
+        .and_then(|m| m.last().cloned())
+        .expect("user");
+    assert!(
+        field(&user, "content")
+            .and_then(Json::as_str)
+            .is_some_and(|t| t.contains("[image: "))
+    );
+}

@@ -131,19 +131,82 @@ fn first_line(text: &str) -> String {
         .to_owned()
 }
 
-/// The user's message as the model gets it: the text, plus a line per attached file. Images are referenced by
-/// path in the text so the session file stays small and readable.
+/// The image type of a file, by its extension; `None` for anything else.
+fn image_mime(path: &Path) -> Option<&'static str> {
+    match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("png") => Some("image/png"),
+        Some("jpg" | "jpeg") => Some("image/jpeg"),
+        Some("gif") => Some("image/gif"),
+        Some("webp") => Some("image/webp"),
+        _ => None,
+    }
+}
+
+/// Largest image sent inline as an image part; bigger ones stay a path reference.
+const MAX_INLINE_IMAGE_BYTES: u64 = 10 * 1024 * 1024;
+
+/// Tokens counted for one image part (providers bill a few hundred to about a thousand per image).
+const IMAGE_TOKENS: usize = 1_000;
+
+/// The user's message as the model gets it in this turn: [`user_content`], and, when the model accepts images
+/// (`provider.vision`), each attached image as an `image_url` part with a data URL. The session keeps only
+/// [`user_content`]; an image that cannot be read stays a path reference.
+pub async fn request_user_content(inbound: &Inbound, vision: bool) -> Json {
+    let text = user_content(inbound);
+    if !vision {
+        return text;
+    }
+    let mut parts = Vec::new();
+    for path in &inbound.media {
+        let Some(mime) = image_mime(path) else {
+            continue;
+        };
+        let small = tokio::fs::metadata(path)
+            .await
+            .is_ok_and(|m| m.len() <= MAX_INLINE_IMAGE_BYTES);
+        if !small {
+            continue;
+        }
+        match tokio::fs::read(path).await {
+            Ok(bytes) => {
+                use base64::Engine;
+                let data = base64::engine::general_purpose::STANDARD.encode(bytes);
+                let mut url = Object::new();
+                url.insert("url", Json::String(format!("data:{mime};base64,{data}")));
+                let mut part = Object::new();
+                part.insert("type", Json::str("image_url"));
+                part.insert("image_url", Json::Object(url));
+                parts.push(Json::Object(part));
+            }
+            Err(e) => {
+                tracing::warn!(file = %path.display(), "cannot read an image for the model: {e}")
+            }
+        }
+    }
+    if parts.is_empty() {
+        return text;
+    }
+    let mut text_part = Object::new();
+    text_part.insert("type", Json::str("text"));
+    text_part.insert("text", text);
+    parts.insert(0, Json::Object(text_part));
+    Json::Array(parts)
+}
+
+/// The user's message as the session stores it: the text, plus a line per attached file. Images are referenced
+/// by path in the text so the session file stays small and readable.
 pub fn user_content(inbound: &Inbound) -> Json {
     let mut text = inbound.text.clone();
     for path in &inbound.media {
-        let kind = match path
-            .extension()
-            .and_then(|e| e.to_str())
-            .map(str::to_ascii_lowercase)
-            .as_deref()
-        {
-            Some("png" | "jpg" | "jpeg" | "gif" | "webp") => "image",
-            _ => "file",
+        let kind = if image_mime(path).is_some() {
+            "image"
+        } else {
+            "file"
         };
         if !text.is_empty() {
             text.push('\n');
@@ -190,13 +253,35 @@ pub fn message(role: &str, content: Json) -> Json {
 }
 
 /// A rough token count (4 characters a token), enough for budgets and `/status`.
+/// Image parts count as [`IMAGE_TOKENS`] each, not as the characters of their data URL.
 pub fn estimate_tokens(messages: &[Json], tools: Option<&Json>) -> usize {
+    let mut images = 0;
+    let mut image_chars = 0;
+    for m in messages {
+        let parts = m
+            .as_object()
+            .and_then(|o| o.get("content"))
+            .and_then(Json::as_array)
+            .unwrap_or_default();
+        for p in parts {
+            if let Some(url) = p
+                .as_object()
+                .and_then(|o| o.get("image_url"))
+                .and_then(Json::as_object)
+                .and_then(|u| u.get("url"))
+                .and_then(Json::as_str)
+            {
+                images += 1;
+                image_chars += url.chars().count();
+            }
+        }
+    }
     let chars: usize = messages
         .iter()
         .map(|m| m.to_python().chars().count())
         .sum::<usize>()
         + tools.map_or(0, |t| t.to_python().chars().count());
-    chars.div_ceil(4)
+    chars.saturating_sub(image_chars).div_ceil(4) + images * IMAGE_TOKENS
 }
 
 #[cfg(test)]
@@ -233,6 +318,20 @@ mod tests {
         assert_eq!(
             user_content(&m),
             Json::str("look\n[image: /w/media/a.JPG]\n[file: /w/media/b.pdf]")
+        );
+    }
+
+    #[test]
+    fn an_image_part_counts_as_a_fixed_number_of_tokens() {
+        let huge = format!("data:image/png;base64,{}", "A".repeat(400_000));
+        let m = Json::parse(&format!(
+            r#"{{"role": "user", "content": [{{"type": "text", "text": "hi"}}, {{"type": "image_url", "image_url": {{"url": "{huge}"}}}}]}}"#
+        ))
+        .unwrap();
+        let tokens = estimate_tokens(&[m], None);
+        assert!(
+            (IMAGE_TOKENS..IMAGE_TOKENS + 50).contains(&tokens),
+            "{tokens}"
         );
     }
 }

@@ -49,7 +49,8 @@ pub async fn run(
         }
     };
     let user_content = context::user_content(inbound);
-    let mut current = vec![context::message("user", user_content.clone())];
+    let for_model = context::request_user_content(inbound, agent.config.provider.vision).await;
+    let mut current = vec![context::message("user", for_model)];
     let mut produced: Vec<Object> = Vec::new();
     let mut stats = TurnStats::default();
     let ending = model_loop(
