@@ -56,7 +56,7 @@ pub enum Command {
     /// Inspect, check and repair session files.
     #[command(subcommand)]
     Sessions(sessions::SessionsCommand),
-    /// Run the daemon: every enabled channel (Telegram, Discord) until SIGTERM/SIGINT.
+    /// Run the daemon: the enabled channels (Telegram, Discord), cron, the heartbeat and the admin API, until SIGTERM/SIGINT.
     Gateway,
     /// Talk to the agent in the terminal, or send one message with -m.
     Agent {
