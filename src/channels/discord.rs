@@ -17,7 +17,7 @@
 
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serenity::all::{
@@ -26,14 +26,14 @@ use serenity::all::{
 };
 use serenity::async_trait;
 use serenity::http::HttpError;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use super::split::{char_len, split_message};
 use super::{
-    AllowList, Backoff, ChatQueues, Dedupe, Deliver, extension_of, log_connected, media_path,
-    redact, supervise,
+    AllowList, Backoff, ChatQueues, Dedupe, Deliver, FirstAttemptSignal, extension_of,
+    log_connected, media_path, redact, supervise,
 };
 use crate::bus::Inbound;
 use crate::config::{DISCORD_API_URL, DiscordConfig, GroupPolicy, resolve_token};
@@ -73,7 +73,7 @@ struct Shared {
     typing_slots: Arc<Semaphore>,
     /// The bot's user id, from READY.
     me: OnceLock<u64>,
-    first_attempt: Mutex<Option<oneshot::Sender<()>>>,
+    first_attempt: FirstAttemptSignal,
 }
 
 /// Validates the settings and starts the channel's task; connection failures are logged and retried there.
@@ -104,7 +104,7 @@ pub fn start(opts: Options) -> Result<StartedChannel, GatewayError> {
             channel: "discord",
             message: format!("cannot build the HTTP client: {e}"),
         })?;
-    let (tx, rx) = oneshot::channel();
+    let (first_attempt, rx) = FirstAttemptSignal::new();
     let shared = Arc::new(Shared {
         http: Arc::new(make_http(&token, &cfg.api_url)),
         allow: AllowList::new("discord", &cfg.allow_from),
@@ -117,7 +117,7 @@ pub fn start(opts: Options) -> Result<StartedChannel, GatewayError> {
         inlet: opts.inlet,
         typing_slots: Arc::new(Semaphore::new(opts.typing_slots.max(1))),
         me: OnceLock::new(),
-        first_attempt: Mutex::new(Some(tx)),
+        first_attempt,
     });
     let queues = ChatQueues::new("discord", shared.clone());
     let stop = opts.stop;
@@ -219,14 +219,7 @@ impl EventHandler for Handler {
 
 impl Shared {
     fn first_attempt_done(&self) {
-        let tx = self
-            .first_attempt
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(tx) = tx {
-            let _ = tx.send(());
-        }
+        self.first_attempt.done();
     }
 
     async fn on_message(&self, msg: Message) {

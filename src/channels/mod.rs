@@ -315,6 +315,26 @@ where
 /// concurrency cap anyway, does not become thousands of "typing" requests every few seconds.
 pub const TYPING_SLOTS: usize = 2;
 
+/// Tells the gateway, once, that a channel's first connection attempt has finished (connected or not), for
+/// its "ready" line.
+pub struct FirstAttemptSignal(Mutex<Option<tokio::sync::oneshot::Sender<()>>>);
+
+impl FirstAttemptSignal {
+    /// The signal and the receiver the gateway waits on.
+    pub fn new() -> (Self, crate::gateway::FirstAttempt) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        (FirstAttemptSignal(Mutex::new(Some(tx))), rx)
+    }
+
+    /// Marks the attempt made; later calls do nothing.
+    pub fn done(&self) {
+        let tx = self.0.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(tx) = tx {
+            let _ = tx.send(());
+        }
+    }
+}
+
 /// Logs the one "connected" line of a channel.
 pub fn log_connected(channel: &str, detail: &str) {
     info!(channel, "{channel} connected: {detail}");

@@ -20,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use teloxide::net::Download;
@@ -36,8 +36,8 @@ use tracing::{debug, error, info, warn};
 use super::split::{split_message, utf16_len};
 use super::telegram_html::markdown_to_html;
 use super::{
-    AllowList, Backoff, ChatQueues, Dedupe, Deliver, extension_of, log_connected, media_path,
-    redact, supervise,
+    AllowList, Backoff, ChatQueues, Dedupe, Deliver, FirstAttemptSignal, extension_of,
+    log_connected, media_path, redact, supervise,
 };
 use crate::bus::Inbound;
 use crate::config::{GroupPolicy, TelegramConfig, resolve_token};
@@ -84,7 +84,7 @@ struct Shared {
     inlet: Inlet,
     typing_slots: Arc<Semaphore>,
     me: OnceLock<Me>,
-    first_attempt: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    first_attempt: FirstAttemptSignal,
 }
 
 /// Validates the settings and starts the channel's task; a bad token or an unreachable server is not an error
@@ -101,7 +101,7 @@ pub fn start(opts: Options) -> Result<StartedChannel, GatewayError> {
         source,
     })?;
     let bot = make_bot(&token, &cfg.api_url)?;
-    let (tx, rx) = tokio::sync::oneshot::channel();
+    let (first_attempt, rx) = FirstAttemptSignal::new();
     let shared = Arc::new(Shared {
         bot,
         allow: AllowList::new("telegram", &cfg.allow_from),
@@ -114,7 +114,7 @@ pub fn start(opts: Options) -> Result<StartedChannel, GatewayError> {
         inlet: opts.inlet,
         typing_slots: Arc::new(Semaphore::new(opts.typing_slots.max(1))),
         me: OnceLock::new(),
-        first_attempt: Mutex::new(Some(tx)),
+        first_attempt,
     });
     let queues = ChatQueues::new("telegram", shared.clone());
     let stop = opts.stop;
@@ -189,14 +189,7 @@ async fn run(sh: Arc<Shared>, stop: CancellationToken) {
 
 impl Shared {
     fn first_attempt_done(&self) {
-        let tx = self
-            .first_attempt
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(tx) = tx {
-            let _ = tx.send(());
-        }
+        self.first_attempt.done();
     }
 
     /// An error's text with the token removed (reqwest errors quote the URL, which holds it).
