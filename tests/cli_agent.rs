@@ -2,25 +2,8 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Output;
-
 use common::fake_openai::{FakeOpenAi, FakeResponse, error_body};
-
-/// Runs nanogate with HOME in a temp dir and the given extra environment.
-async fn nanogate(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_nanogate"));
-    cmd.args(args).env("HOME", home).env_remove("RUST_LOG");
-    for (k, _) in std::env::vars() {
-        if k.starts_with("NANOGATE_") {
-            cmd.env_remove(k);
-        }
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().await.expect("run nanogate")
-}
+use common::run_nanogate as nanogate;
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

@@ -2,24 +2,8 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Output;
-
 use common::fake_openai::FakeOpenAi;
-
-async fn nanogate(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_nanogate"));
-    cmd.args(args).env("HOME", home).env_remove("RUST_LOG");
-    for (k, _) in std::env::vars() {
-        if k.starts_with("NANOGATE_") {
-            cmd.env_remove(k);
-        }
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().await.expect("run nanogate")
-}
+use common::run_nanogate as nanogate;
 
 #[tokio::test]
 async fn status_reports_each_part_and_never_prints_a_secret() {

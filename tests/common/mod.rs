@@ -135,3 +135,23 @@ pub fn user_texts(model: &fake_openai::FakeOpenAi) -> Vec<String> {
         })
         .collect()
 }
+
+/// Runs the nanogate binary with HOME in `home`, no `NANOGATE_*` or `RUST_LOG` from the test's own environment,
+/// and the given extra environment.
+pub async fn run_nanogate(
+    home: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_nanogate"));
+    cmd.args(args).env("HOME", home).env_remove("RUST_LOG");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("NANOGATE_") {
+            cmd.env_remove(k);
+        }
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().await.expect("run nanogate")
+}
