@@ -5,12 +5,16 @@
 //! `tool_call_id`, `name`, `content`), and the final answer, each with a `timestamp`. The commit (fsync by
 //! default) happens before the reply is returned. When the model fails, the user's message is still saved and
 //! the reply names the cause; a cancelled turn (`/stop`) saves the user's message and nothing else.
+//!
+//! Every request is kept under `agent.context_window - agent.reserve_tokens` estimated tokens: the session is
+//! consolidated first when it would not fit, then the oldest history is left out of the request, then older
+//! tool results of this turn are shortened. A "context length exceeded" answer consolidates and retries once.
+
+use std::sync::Arc;
 
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
-
-use std::sync::Arc;
 
 use super::memory::{Memory, Scope, Summary};
 use super::{Agent, Reply, context, repair};
