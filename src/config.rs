@@ -92,19 +92,11 @@ impl Default for ProviderConfig {
 impl ProviderConfig {
     /// The API key: `api_key`, else the variable named by `api_key_env` (an error when it is named but unset).
     pub fn resolve_api_key(&self) -> Result<Option<String>, ConfigError> {
-        if let Some(k) = self.api_key.as_ref().filter(|k| !k.is_empty()) {
-            return Ok(Some(k.clone()));
-        }
-        match &self.api_key_env {
-            Some(var) => match std::env::var(var) {
-                Ok(v) if !v.is_empty() => Ok(Some(v)),
-                _ => Err(ConfigError::Env {
-                    var: var.clone(),
-                    message: "provider.api_key_env names this variable, but it is not set".into(),
-                }),
-            },
-            None => Ok(None),
-        }
+        secret(
+            "provider.api_key_env",
+            self.api_key.as_ref(),
+            self.api_key_env.as_ref(),
+        )
     }
 }
 
@@ -489,19 +481,28 @@ pub fn resolve_token(
     token: Option<&String>,
     token_env: Option<&String>,
 ) -> Result<String, ConfigError> {
-    if let Some(t) = token.filter(|t| !t.trim().is_empty()) {
-        return Ok(t.trim().to_owned());
+    secret(&format!("{section}.token_env"), token, token_env)?.ok_or_else(|| ConfigError::Missing {
+        key: format!("{section}.token"),
+    })
+}
+
+/// A secret given in the file (`value`), else in the variable `env` names; `None` when neither is given, an
+/// error naming `env_key` when the variable is named but unset. Surrounding whitespace (a pasted newline) is
+/// trimmed.
+fn secret(
+    env_key: &str,
+    value: Option<&String>,
+    env: Option<&String>,
+) -> Result<Option<String>, ConfigError> {
+    if let Some(v) = value.map(|v| v.trim()).filter(|v| !v.is_empty()) {
+        return Ok(Some(v.to_owned()));
     }
-    match token_env {
-        Some(var) => match std::env::var(var) {
-            Ok(v) if !v.trim().is_empty() => Ok(v.trim().to_owned()),
-            _ => Err(ConfigError::Env {
-                var: var.clone(),
-                message: format!("{section}.token_env names this variable, but it is not set"),
-            }),
-        },
-        None => Err(ConfigError::Missing {
-            key: format!("{section}.token"),
+    let Some(var) = env else { return Ok(None) };
+    match std::env::var(var) {
+        Ok(v) if !v.trim().is_empty() => Ok(Some(v.trim().to_owned())),
+        _ => Err(ConfigError::Env {
+            var: var.clone(),
+            message: format!("{env_key} names this variable, but it is not set"),
         }),
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod admin;
 pub mod agent;
+pub mod atomic_write;
 pub mod bus;
 pub mod channels;
 pub mod cli;

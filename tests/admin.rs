@@ -129,11 +129,27 @@ async fn it_refuses_to_start_without_a_token_and_with_a_bad_address() {
     );
     config.token = Some("t".into());
     config.listen = "localhost-ish".into();
+    let e = admin::start(
+        &config,
+        router.clone(),
+        Arc::default(),
+        CancellationToken::new(),
+    )
+    .await
+    .expect_err("bad address")
+    .to_string();
+    assert!(e.contains("admin.listen"), "{e}");
+    // A port someone else holds.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    config.listen = taken.local_addr().expect("addr").to_string();
     let e = admin::start(&config, router, Arc::default(), CancellationToken::new())
         .await
-        .expect_err("bad address")
+        .expect_err("port taken")
         .to_string();
-    assert!(e.contains("admin.listen"), "{e}");
+    assert!(
+        e.contains("cannot listen on") && e.contains("admin.listen"),
+        "{e}"
+    );
 }
 
 #[tokio::test]

@@ -585,6 +585,23 @@ async fn a_model_with_vision_gets_photos_as_image_parts_and_the_session_keeps_th
         .expect("stored text");
     assert_eq!(stored, text);
 
+    // An image that cannot be read stays a path reference: the turn still runs.
+    let mut inbound = msg("telegram:5", "and this?");
+    inbound.media = vec![s.ws.path().join("media/gone.png")];
+    s.router.ask(inbound).await.expect("reply");
+    let req = fake.last_request().expect("request").body;
+    let user = field(&req, "messages")
+        .and_then(Json::as_array)
+        .and_then(|m| m.last().cloned())
+        .expect("user");
+    let text = field(&user, "content")
+        .and_then(Json::as_str)
+        .expect("plain text");
+    assert!(
+        text.starts_with("and this?\n[image: ") && text.ends_with("gone.png]"),
+        "{text}"
+    );
+
     // Without vision the model gets the same text, as a plain string.
     let plain = setup(&fake);
     let mut inbound = msg("telegram:6", "what is this?");

@@ -191,3 +191,90 @@ async fn the_daemon_serves_chats_cron_admin_and_systemd_together() {
     let jobs = std::fs::read_to_string(home.path().join("jobs.json")).expect("jobs");
     assert!(jobs.contains("\"lastStatus\": \"ok\""), "{jobs}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_jobs_file_leaves_the_chats_running_and_an_admin_api_without_a_token_stops_the_start()
+ {
+    let model = FakeOpenAi::start().await;
+    let home = tempfile::tempdir().expect("tmp");
+    let jobs = home.path().join("jobs.json");
+    let corrupt = "{\"version\": 1, \"jobs\": [{\"id\": ";
+    std::fs::write(&jobs, corrupt).expect("jobs");
+    let port = free_port();
+    let config = home.path().join("config.toml");
+    let write_config = |admin_token: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "[provider]\napi_base = \"{}\"\napi_key = \"sk-test\"\n\n[cron]\nstore = \"{}\"\n\n\
+                 [admin]\nenabled = true\nlisten = \"127.0.0.1:{port}\"\n{admin_token}",
+                model.base_url(),
+                jobs.display()
+            ),
+        )
+        .expect("config");
+    };
+
+    // No admin token: the daemon refuses to start and says what to set.
+    write_config("");
+    let o = nanogate(home.path(), &config, &["gateway"]).await;
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("admin.token"), "{stderr}");
+
+    // With a token it runs; the broken jobs file is reported and left as it was.
+    write_config(&format!("token = \"{ADMIN_TOKEN}\"\n"));
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_nanogate"))
+        .arg("--config")
+        .arg(&config)
+        .arg("gateway")
+        .env("HOME", home.path())
+        .env("RUST_LOG", "info")
+        .env_remove("NANOGATE_WORKSPACE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run nanogate gateway");
+    let client = reqwest::Client::new();
+    let mut up = false;
+    for _ in 0..400 {
+        if let Ok(r) = client
+            .get(format!("http://127.0.0.1:{port}/healthz"))
+            .send()
+            .await
+            && r.status().is_success()
+        {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(up, "the admin API never answered");
+    // Chats still work: a message through the admin API gets the model's answer.
+    let reply = client
+        .post(format!("http://127.0.0.1:{port}/messages"))
+        .bearer_auth(ADMIN_TOKEN)
+        .body(r#"{"session": "t", "text": "hi"}"#)
+        .send()
+        .await
+        .expect("message")
+        .text()
+        .await
+        .expect("body");
+    assert!(reply.contains("\"reply\": \"ok\""), "{reply}");
+    let pid = child.id().expect("pid") as i32;
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("the daemon exits")
+        .expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("cron jobs will not run") && stderr.contains("jobs.json"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&jobs).expect("jobs"), corrupt);
+}

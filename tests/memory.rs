@@ -285,8 +285,6 @@ async fn a_cut_never_separates_a_tool_call_from_its_result() {
     // S7.13. Turns with a tool call are 4 messages (user, assistant call, tool result, answer); with a window of
     // 12 the classic target (len - 6) falls on a tool result, and the cut must move on.
     let fake = FakeOpenAi::start().await;
-    let turn = Arc::new(AtomicUsize::new(0));
-    let t = turn.clone();
     fake.set_responder(move |body| {
         if let Some(r) = faithful(body) {
             return Some(r);
@@ -300,7 +298,6 @@ async fn a_cut_never_separates_a_tool_call_from_its_result() {
             .as_str()
             .unwrap();
         if role == "user" {
-            t.fetch_add(1, Ordering::SeqCst);
             return Some(FakeResponse::ok(tool_calls_completion(&[(
                 "call_x",
                 "list_dir",

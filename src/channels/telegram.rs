@@ -607,14 +607,12 @@ fn strip_mention(text: &str, mention: &str) -> String {
     out.trim().to_owned()
 }
 
-/// Writes `bytes` to `path` through a temp file and a rename, creating the directory.
+/// Writes a small state file (offset, command marker) atomically and durably, creating its directory.
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    crate::atomic_write::write_atomic(path, &[bytes], true)
 }
 
 #[cfg(test)]

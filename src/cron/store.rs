@@ -17,7 +17,6 @@
 //! write.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -109,28 +108,8 @@ impl JobStore {
             path: self.path.clone(),
             source,
         };
-        let dir = match self.path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
-        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-        let text = file.to_text();
-        let result = (|| {
-            let mut f = File::create(&tmp)?;
-            if let Ok(old) = fs::metadata(&self.path) {
-                f.set_permissions(old.permissions())?;
-            }
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            drop(f);
-            fs::rename(&tmp, &self.path)?;
-            File::open(&dir)?.sync_all()
-        })();
-        result.map_err(|e| {
-            let _ = fs::remove_file(&tmp);
-            werr(e)
-        })
+        crate::atomic_write::write_atomic(&self.path, &[file.to_text().as_bytes()], true)
+            .map_err(werr)
     }
 
     /// Takes the exclusive lock, waiting for another holder (the daemon or another command) to finish.

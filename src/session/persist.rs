@@ -268,34 +268,10 @@ fn move_to_sidecar(s: &mut Session, durability: Durability) -> Result<(), Sessio
     Ok(())
 }
 
-/// Writes `parts` to a temporary file beside `path`, optionally fsyncs it, renames it over `path` and fsyncs
-/// the directory. The old file stays intact until the rename; permissions of an existing file are kept.
+/// [`crate::atomic_write::write_atomic`], with the error naming the session file.
 pub fn write_atomic(path: &Path, parts: &[&[u8]], durable: bool) -> Result<(), SessionError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = File::create(&tmp)?;
-        if let Ok(old) = fs::metadata(path) {
-            f.set_permissions(old.permissions())?;
-        }
-        for p in parts {
-            f.write_all(p)?;
-        }
-        if durable {
-            f.sync_all()?;
-        }
-        drop(f);
-        fs::rename(&tmp, path)?;
-        if durable {
-            File::open(dir)?.sync_all()?;
-        }
-        Ok(())
-    })();
-    result.map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        SessionError::write(path, e)
-    })
+    crate::atomic_write::write_atomic(path, parts, durable)
+        .map_err(|e| SessionError::write(path, e))
 }
 
 /// Moves the file to `archive/<file name>.<UTC time>.jsonl` in its directory (nanobot never looks there) and

@@ -9,7 +9,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::session::write_atomic;
+use crate::atomic_write::write_atomic;
 
 /// Old versions of MEMORY.md kept under `memory/.versions/`.
 pub const KEEP_VERSIONS: usize = 20;
@@ -59,8 +59,7 @@ impl MemoryFiles {
         if !previous.is_empty() {
             self.keep_version(previous)?;
         }
-        write_atomic(&self.memory_path(), &[text.as_bytes()], self.durable)
-            .map_err(|e| io::Error::other(e.to_string()))?;
+        write_atomic(&self.memory_path(), &[text.as_bytes()], self.durable)?;
         Ok(true)
     }
 

@@ -64,8 +64,6 @@ pub struct Consolidated {
     pub messages: usize,
     /// The new watermark.
     pub watermark: usize,
-    /// Whether the model's consolidation failed too often and the lines went to HISTORY.md raw.
-    pub raw: bool,
 }
 
 #[derive(Default)]
@@ -137,7 +135,11 @@ impl Memory {
             // Messages that arrived meanwhile may make the next consolidation due already: run it now rather
             // than at the next turn, which may be days away.
             loop {
-                match agent.memory.run(&agent, &handle, Scope::Classic).await {
+                match agent
+                    .memory
+                    .run(&agent, &handle, &state, Scope::Classic)
+                    .await
+                {
                     Ok(Some(_)) if handle.lock().unconsolidated() >= window => continue,
                     Ok(_) => break,
                     Err(e) => {
@@ -165,7 +167,7 @@ impl Memory {
         }
         let state = self.key_state(handle.key());
         let guard = state.lock.lock().await;
-        let result = self.run(agent, handle, scope).await;
+        let result = self.run(agent, handle, &state, scope).await;
         drop(guard);
         drop(state);
         self.release_key(handle.key());
@@ -186,7 +188,7 @@ impl Memory {
         let guard = state.lock.lock().await;
         let result = async {
             if agent.config.memory.enabled {
-                self.run(agent, &handle, Scope::All).await?;
+                self.run(agent, &handle, &state, Scope::All).await?;
             }
             handle.lock().metadata_mut().remove(summary::METADATA_KEY);
             Ok(agent.store.clear(key).await?)
@@ -218,18 +220,18 @@ impl Memory {
         done
     }
 
-    /// One consolidation of `handle` with its key's lock held.
+    /// One consolidation of `handle`; the caller holds `state`'s lock.
     async fn run(
         &self,
         agent: &Agent,
         handle: &SessionHandle,
+        state: &KeyState,
         scope: Scope,
     ) -> Result<Option<Consolidated>, ConsolidationError> {
         let key = handle.key().to_owned();
         let Some(plan) = plan(handle, scope, agent.config.agent.memory_window) else {
             return Ok(None);
         };
-        let state = self.key_state(&key);
         match self.consolidate(agent, handle, &plan, scope).await {
             Ok(done) => {
                 crate::metrics::consolidation("ok");
@@ -296,7 +298,6 @@ impl Memory {
         Ok(Consolidated {
             messages: plan.end - plan.start,
             watermark: plan.end,
-            raw: false,
         })
     }
 
@@ -322,7 +323,6 @@ impl Memory {
         Ok(Consolidated {
             messages: plan.end - plan.start,
             watermark: plan.end,
-            raw: true,
         })
     }
 }
