@@ -31,6 +31,43 @@ async fn nanogate(home: &Path, config: &Path, args: &[&str]) -> std::process::Ou
         .expect("run nanogate")
 }
 
+/// Starts `nanogate gateway` with this config and extra environment; stderr is captured.
+fn spawn_gateway(
+    home: &Path,
+    config: &Path,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> tokio::process::Child {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_nanogate"));
+    cmd.arg("--config")
+        .arg(config)
+        .arg("gateway")
+        .env("HOME", home)
+        .env("RUST_LOG", "info")
+        .env_remove("NANOGATE_WORKSPACE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("run nanogate gateway")
+}
+
+/// SIGTERM, then the exit code and stderr.
+async fn stop(child: tokio::process::Child) -> (Option<i32>, String) {
+    let pid = child.id().expect("pid") as i32;
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("the daemon exits")
+        .expect("wait");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// What arrived on the notify socket so far.
 fn notifications(sock: &UnixDatagram) -> Vec<String> {
     let mut out = Vec::new();
@@ -94,21 +131,15 @@ async fn the_daemon_serves_chats_cron_admin_and_systemd_together() {
     let notify_path = home.path().join("notify.sock");
     let notify = UnixDatagram::bind(&notify_path).expect("notify socket");
     notify.set_nonblocking(true).expect("nonblocking");
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_nanogate"))
-        .arg("--config")
-        .arg(&config)
-        .arg("gateway")
-        .env("HOME", home.path())
-        .env("TEST_TG_TOKEN", TOKEN)
-        .env("TEST_ADMIN_TOKEN", ADMIN_TOKEN)
-        .env("NOTIFY_SOCKET", &notify_path)
-        .env("RUST_LOG", "info")
-        .env_remove("NANOGATE_WORKSPACE")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("run nanogate gateway");
+    let child = spawn_gateway(
+        home.path(),
+        &config,
+        &[
+            ("TEST_TG_TOKEN", TOKEN.as_ref()),
+            ("TEST_ADMIN_TOKEN", ADMIN_TOKEN.as_ref()),
+            ("NOTIFY_SOCKET", notify_path.as_os_str()),
+        ],
+    );
 
     // The job fires and its reply reaches the chat.
     tg.wait_for("the cron reply", |t| {
@@ -163,15 +194,8 @@ async fn the_daemon_serves_chats_cron_admin_and_systemd_together() {
         401
     );
 
-    let pid = child.id().expect("pid") as i32;
-    // SAFETY: sending a signal to our own child process.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
-        .await
-        .expect("the daemon exits")
-        .expect("wait");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let (code, stderr) = stop(child).await;
+    assert_eq!(code, Some(0), "{stderr}");
     assert!(stderr.contains("scheduler started"), "{stderr}");
     assert!(stderr.contains("admin API listening"), "{stderr}");
     assert!(
@@ -224,18 +248,7 @@ async fn a_corrupt_jobs_file_leaves_the_chats_running_and_an_admin_api_without_a
 
     // With a token it runs; the broken jobs file is reported and left as it was.
     write_config(&format!("token = \"{ADMIN_TOKEN}\"\n"));
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_nanogate"))
-        .arg("--config")
-        .arg(&config)
-        .arg("gateway")
-        .env("HOME", home.path())
-        .env("RUST_LOG", "info")
-        .env_remove("NANOGATE_WORKSPACE")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("run nanogate gateway");
+    let child = spawn_gateway(home.path(), &config, &[]);
     let client = reqwest::Client::new();
     let mut up = false;
     for _ in 0..400 {
@@ -263,15 +276,8 @@ async fn a_corrupt_jobs_file_leaves_the_chats_running_and_an_admin_api_without_a
         .await
         .expect("body");
     assert!(reply.contains("\"reply\": \"ok\""), "{reply}");
-    let pid = child.id().expect("pid") as i32;
-    // SAFETY: sending a signal to our own child process.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
-        .await
-        .expect("the daemon exits")
-        .expect("wait");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let (code, stderr) = stop(child).await;
+    assert_eq!(code, Some(0), "{stderr}");
     assert!(
         stderr.contains("cron jobs will not run") && stderr.contains("jobs.json"),
         "{stderr}"
