@@ -163,6 +163,7 @@ impl Gateway {
         outbound: mpsc::UnboundedReceiver<Outbound>,
     ) -> Result<Gateway, GatewayError> {
         let out = agent.outbound.clone().ok_or(GatewayError::NoOutbound)?;
+        crate::heap::limit_retention();
         let readiness = Arc::new(Readiness::default());
         if agent.config.channels.telegram.enabled {
             readiness.register("telegram");
@@ -383,32 +384,29 @@ pub struct StartedChannel {
     pub first_attempt: FirstAttempt,
 }
 
-/// Once a minute, when sessions have left the cache since the last look, asks glibc's allocator to hand freed
-/// memory back to the system: it keeps freed heap pages otherwise, so the resident size of a daemon that
-/// once served thousands of chats would never come down after the cache evicted them.
+/// Minutes of trimming after the session cache last changed size: what a burst of chats leaves behind (lanes,
+/// send queues, pooled connections, then the evicted sessions) is freed in stages over a few minutes.
+const TRIM_MINUTES_AFTER_CHANGE: u32 = 3;
+
+/// Once a minute, for a few minutes after the session cache grew or shrank, hands freed memory back to the
+/// system (see [`crate::heap`]). A daemon whose chats are all cached and quiet is left alone.
 async fn return_freed_memory(agent: Arc<Agent>) {
     let mut tick = tokio::time::interval(Duration::from_secs(60));
     let mut cached = agent.store.cached();
+    let mut minutes_left = 0;
     loop {
         tick.tick().await;
         let now = agent.store.cached();
-        if now < cached {
-            trim_heap();
+        if now != cached {
+            minutes_left = TRIM_MINUTES_AFTER_CHANGE;
         }
         cached = now;
+        if minutes_left > 0 {
+            minutes_left -= 1;
+            crate::heap::trim();
+        }
     }
 }
-
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim_heap() {
-    // SAFETY: malloc_trim only walks and shrinks the allocator's own free lists; it is thread-safe.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim_heap() {}
 
 /// Starts every enabled channel; the first configuration error stops the loop.
 fn start_channels(

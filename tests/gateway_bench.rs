@@ -24,6 +24,32 @@ fn rss_kb(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Resident kB by kind of mapping (the main heap, other anonymous memory such as thread arenas and stacks,
+/// files), to tell allocator retention from code and libraries.
+fn rss_breakdown(pid: u32) -> String {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let (mut heap, mut anon, mut file, mut kind) = (0u64, 0u64, 0u64, 0u8);
+    for line in smaps.lines() {
+        let mut f = line.split_whitespace();
+        match (f.next(), f.next()) {
+            (Some("Rss:"), Some(kb)) => {
+                let kb: u64 = kb.parse().unwrap_or(0);
+                *[&mut heap, &mut anon, &mut file][kind as usize] += kb;
+            }
+            (Some(first), _) if first.contains('-') && !first.ends_with(':') => {
+                let name = line.split_whitespace().nth(5).unwrap_or("");
+                kind = match name {
+                    "[heap]" => 0,
+                    "" | "[stack]" => 1,
+                    _ => 2,
+                };
+            }
+            _ => {}
+        }
+    }
+    format!("main heap {}, other anonymous {}, files {}", mb(heap), mb(anon), mb(file))
+}
+
 fn mb(kb: u64) -> String {
     format!("{:.1} MB", kb as f64 / 1024.0)
 }
@@ -67,7 +93,9 @@ async fn gateway_benchmark() {
     let home = tempfile::tempdir().unwrap();
     let cfg = config(home.path(), &model, &tg, &dc);
     let started = Instant::now();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_nanogate"))
+    // BENCH_BIN compares another build of the binary (another profile, say) on the same harness.
+    let bin = std::env::var("BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_nanogate").to_owned());
+    let mut child = tokio::process::Command::new(bin)
         .args(["gateway", "--workspace"])
         .arg(home.path().join("ws"))
         .arg("--config")
@@ -98,6 +126,7 @@ async fn gateway_benchmark() {
         .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let idle = rss_kb(pid);
+    let idle_breakdown = rss_breakdown(pid);
 
     let t0 = Instant::now();
     // Chat ids far from the fake bot's own id (777), whose messages the gateway ignores.
@@ -116,6 +145,7 @@ async fn gateway_benchmark() {
         .unwrap_or(160);
     tokio::time::sleep(Duration::from_secs(idle_secs)).await;
     let evicted = rss_kb(pid);
+    let breakdown = rss_breakdown(pid);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let status = child.wait().await.expect("wait");
@@ -130,6 +160,7 @@ async fn gateway_benchmark() {
         "| idle RSS, connected to Telegram and Discord | {} | < 15 MB |",
         mb(idle)
     );
+    println!("| of which | {idle_breakdown} | |");
     println!(
         "| {chats} Telegram chats, one message each, instant model | {:.0} msgs/s ({:.2} s) | |",
         chats as f64 / elapsed.as_secs_f64(),
@@ -140,5 +171,6 @@ async fn gateway_benchmark() {
         "| RSS after idle eviction ({idle_secs} s later) | {} | < 30 MB |",
         mb(evicted)
     );
+    println!("| of which | {breakdown} | |");
     println!("| exit status after SIGTERM | {status} | 0 |");
 }

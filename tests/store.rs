@@ -109,6 +109,56 @@ async fn idle_sessions_leave_the_cache_unless_held_or_unwritten() {
     assert_eq!(store.loads(), loads + 1);
 }
 
+/// Two keys with one nanobot file name (`telegram:a_b`, `telegram:a:b`) stay apart however often the cache
+/// evicts them: once a session has left the cache its file's line 1 says who owns the name, and a key that
+/// never wrote anything holds no name.
+#[tokio::test(start_paused = true)]
+async fn keys_sharing_a_file_name_stay_apart_across_evictions() {
+    let ws = tempfile::tempdir().expect("tmp");
+    let store = SessionStore::open(ws.path(), opts(1)).expect("open");
+    let name = |h: &nanogate::session::SessionHandle| {
+        let s = h.lock();
+        s.path().file_name().expect("name").to_string_lossy().into_owned()
+    };
+    let evict = || async {
+        tokio::time::advance(Duration::from_secs(120)).await;
+        store.evict_idle()
+    };
+
+    // A key that only looked, wrote nothing and left does not keep the name from the other key.
+    drop(store.get("telegram:a_b").await.expect("get"));
+    assert_eq!(evict().await, 1);
+    let owner = store.get("telegram:a:b").await.expect("get");
+    owner
+        .lock()
+        .add_message("user", Json::str("owner's"), Object::new());
+    owner.commit().await.expect("commit");
+    assert_eq!(name(&owner), "telegram_a_b.jsonl");
+    drop(owner);
+    assert_eq!(evict().await, 1);
+
+    // The first key comes back after the owner left the cache: the file's line 1 sends it to its own file.
+    let other = store.get("telegram:a_b").await.expect("get");
+    assert_eq!(other.lock().len(), 0, "never sees the owner's messages");
+    other
+        .lock()
+        .add_message("user", Json::str("other's"), Object::new());
+    other.commit().await.expect("commit");
+    assert_ne!(name(&other), "telegram_a_b.jsonl");
+    drop(other);
+
+    for _ in 0..3 {
+        let cached = store.cached();
+        assert_eq!(evict().await, cached);
+        for (key, text) in [("telegram:a:b", "owner's"), ("telegram:a_b", "other's")] {
+            let h = store.get(key).await.expect("get");
+            let history = h.lock().history(100);
+            assert_eq!(history.len(), 1, "{key}");
+            assert!(history[0].to_string().contains(text), "{key}: {history:?}");
+        }
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_evictor_task_runs_on_its_own() {
     let ws = tempfile::tempdir().expect("tmp");

@@ -233,6 +233,7 @@ fn take_or_retire(
     }
     if lanes.get(key).is_some_and(|l| l.id == id) {
         lanes.remove(key);
+        crate::shrink::shrink_when_sparse(&mut lanes);
     }
     None
 }

@@ -271,6 +271,7 @@ impl ChatQueues {
                         Ok(t) => t,
                         Err(_) => {
                             queues.remove(&chat_id);
+                            crate::shrink::shrink_when_sparse(&mut queues);
                             break;
                         }
                     }

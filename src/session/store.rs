@@ -266,6 +266,8 @@ impl SessionStore {
                 None
             };
             drop(s);
+            // Under the entry's lock, so a load of this key that starts right after cannot lose its new claim.
+            inner.release_claims(&owned);
             entry.remove();
             match archived {
                 Some(a) => {
@@ -334,20 +336,30 @@ impl SessionStore {
         }
         let now = Instant::now();
         let before = self.inner.cache.len();
-        self.inner.cache.retain(|_, cell| {
+        self.inner.cache.retain(|key, cell| {
             if Arc::strong_count(cell) > 1 {
                 return true;
             }
-            let Some(h) = cell.get() else { return false };
-            if Arc::strong_count(&h.inner) > 1 || h.idle_for(now) < idle {
-                return true;
+            let keep = match cell.get() {
+                None => false,
+                Some(h) if Arc::strong_count(&h.inner) > 1 || h.idle_for(now) < idle => true,
+                Some(h) => match h.inner.session.try_lock() {
+                    Ok(s) => s.has_unsaved_data(),
+                    Err(_) => true,
+                },
+            };
+            if !keep {
+                // Under the shard's lock, so a load of this key that starts right after keeps its new claim.
+                self.inner.release_claims(key);
             }
-            match h.inner.session.try_lock() {
-                Ok(s) => s.has_unsaved_data(),
-                Err(_) => true,
-            }
+            keep
         });
         let evicted = before.saturating_sub(self.inner.cache.len());
+        let cache = &self.inner.cache;
+        // The cache's own table, like the maps `shrink` looks after, keeps the size of its busiest minute.
+        if evicted > 0 && cache.len() * 4 < cache.capacity() {
+            cache.shrink_to_fit();
+        }
         if evicted > 0 {
             debug!(
                 evicted,
@@ -390,6 +402,20 @@ impl SessionStore {
 }
 
 impl StoreInner {
+    /// Forgets the file names claimed for `key`, whose session is leaving the cache with nothing unwritten:
+    /// from now on its file's line 1 says who owns it. Keeping the claims would hold two small strings per
+    /// chat ever seen, scattered over the heap, and those would keep the allocator from giving back the memory
+    /// of a burst of chats after the cache evicted it.
+    fn release_claims(&self, key: &str) {
+        let mut claims = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
+        for name in [key::file_name(key), key::alternate_file_name(key)].into_iter().flatten() {
+            if claims.get(&name).is_some_and(|owner| owner == key) {
+                claims.remove(&name);
+            }
+        }
+        crate::shrink::shrink_when_sparse(&mut claims);
+    }
+
     /// Claims `name` for `key` in this process; false when another key has it.
     fn claim(&self, name: &str, key: &str) -> bool {
         let mut claims = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
