@@ -163,7 +163,6 @@ impl Gateway {
         outbound: mpsc::UnboundedReceiver<Outbound>,
     ) -> Result<Gateway, GatewayError> {
         let out = agent.outbound.clone().ok_or(GatewayError::NoOutbound)?;
-        crate::heap::limit_retention();
         let readiness = Arc::new(Readiness::default());
         if agent.config.channels.telegram.enabled {
             readiness.register("telegram");

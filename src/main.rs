@@ -7,6 +7,8 @@ use nanogate::cli::LogFormat;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> std::process::ExitCode {
+    // Before any thread starts, so every thread allocates from the arena this sets up.
+    nanogate::heap::limit_retention();
     let cli = nanogate::cli::Cli::parse();
     // In the terminal conversation, per-turn info lines would interleave with the replies.
     let default_level = if cli.is_interactive() { "warn" } else { "info" };
