@@ -138,11 +138,12 @@ async fn gateway_benchmark() {
     }
     let elapsed = t0.elapsed();
     let after = rss_kb(pid);
-    // Session cache idle 1 min (evictor every 30 s), lanes 1 s, send queues 60 s, heap trim once a minute.
+    // Session cache idle 1 min (evictor every 30 s), lanes 1 s, send queues 60 s, pooled connections 90 s; the
+    // heap is trimmed once a minute for 3 minutes after the cache last changed size.
     let idle_secs: u64 = std::env::var("BENCH_IDLE_SECS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(160);
+        .unwrap_or(200);
     tokio::time::sleep(Duration::from_secs(idle_secs)).await;
     let evicted = rss_kb(pid);
     let breakdown = rss_breakdown(pid);
