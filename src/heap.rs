@@ -34,7 +34,11 @@ pub fn limit_retention() {
         }
     };
     set("MALLOC_ARENA_MAX", libc::M_ARENA_MAX, 1);
-    set("MALLOC_TRIM_THRESHOLD_", libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD);
+    set(
+        "MALLOC_TRIM_THRESHOLD_",
+        libc::M_TRIM_THRESHOLD,
+        TRIM_THRESHOLD,
+    );
 }
 
 /// Returns the free pages of the allocator's heap to the system.

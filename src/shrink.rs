@@ -30,7 +30,11 @@ mod tests {
             map.remove(&i);
             shrink_when_sparse(&mut map);
         }
-        assert!(map.capacity() < grown / 100, "capacity {} of {grown}", map.capacity());
+        assert!(
+            map.capacity() < grown / 100,
+            "capacity {} of {grown}",
+            map.capacity()
+        );
         assert_eq!(map.len(), 10);
         assert!((9_990..10_000).all(|i| map.get(&i) == Some(&i)));
 

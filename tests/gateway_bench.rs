@@ -47,7 +47,12 @@ fn rss_breakdown(pid: u32) -> String {
             _ => {}
         }
     }
-    format!("main heap {}, other anonymous {}, files {}", mb(heap), mb(anon), mb(file))
+    format!(
+        "main heap {}, other anonymous {}, files {}",
+        mb(heap),
+        mb(anon),
+        mb(file)
+    )
 }
 
 fn mb(kb: u64) -> String {
@@ -94,7 +99,8 @@ async fn gateway_benchmark() {
     let cfg = config(home.path(), &model, &tg, &dc);
     let started = Instant::now();
     // BENCH_BIN compares another build of the binary (another profile, say) on the same harness.
-    let bin = std::env::var("BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_nanogate").to_owned());
+    let bin =
+        std::env::var("BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_nanogate").to_owned());
     let mut child = tokio::process::Command::new(bin)
         .args(["gateway", "--workspace"])
         .arg(home.path().join("ws"))

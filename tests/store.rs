@@ -118,7 +118,11 @@ async fn keys_sharing_a_file_name_stay_apart_across_evictions() {
     let store = SessionStore::open(ws.path(), opts(1)).expect("open");
     let name = |h: &nanogate::session::SessionHandle| {
         let s = h.lock();
-        s.path().file_name().expect("name").to_string_lossy().into_owned()
+        s.path()
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned()
     };
     let evict = || async {
         tokio::time::advance(Duration::from_secs(120)).await;

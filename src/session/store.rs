@@ -408,7 +408,10 @@ impl StoreInner {
     /// of a burst of chats after the cache evicted it.
     fn release_claims(&self, key: &str) {
         let mut claims = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
-        for name in [key::file_name(key), key::alternate_file_name(key)].into_iter().flatten() {
+        for name in [key::file_name(key), key::alternate_file_name(key)]
+            .into_iter()
+            .flatten()
+        {
             if claims.get(&name).is_some_and(|owner| owner == key) {
                 claims.remove(&name);
             }
