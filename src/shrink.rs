@@ -10,10 +10,16 @@ use std::hash::{BuildHasher, Hash};
 /// Tables this small are left alone: shrinking them would cost more than it frees.
 const MIN_CAPACITY: usize = 64;
 
-/// Shrinks `map` to twice its length once it uses less than a quarter of its room. Halving at most each time
-/// keeps the cost amortised O(1) per removal.
+/// Whether a table holding `len` entries in room for `capacity` should shrink: it is past the minimum size and
+/// under a quarter full.
+pub fn is_sparse(len: usize, capacity: usize) -> bool {
+    capacity > MIN_CAPACITY && len * 4 < capacity
+}
+
+/// Shrinks `map` to twice its length once it is under a quarter full. The next shrink comes only after half of
+/// what remains has gone, so the cost stays amortised O(1) per removal.
 pub fn shrink_when_sparse<K: Eq + Hash, V, S: BuildHasher>(map: &mut HashMap<K, V, S>) {
-    if map.capacity() > MIN_CAPACITY && map.len() * 4 < map.capacity() {
+    if is_sparse(map.len(), map.capacity()) {
         map.shrink_to(map.len() * 2);
     }
 }
@@ -38,8 +44,9 @@ mod tests {
         assert_eq!(map.len(), 10);
         assert!((9_990..10_000).all(|i| map.get(&i) == Some(&i)));
 
-        let mut small: HashMap<u32, u32> = HashMap::with_capacity(MIN_CAPACITY);
+        let mut small: HashMap<u32, u32> = HashMap::with_capacity(MIN_CAPACITY / 2);
         let room = small.capacity();
+        assert!(room <= MIN_CAPACITY);
         small.insert(1, 1);
         shrink_when_sparse(&mut small);
         assert_eq!(small.capacity(), room);

@@ -357,7 +357,7 @@ impl SessionStore {
         let evicted = before.saturating_sub(self.inner.cache.len());
         let cache = &self.inner.cache;
         // The cache's own table, like the maps `shrink` looks after, keeps the size of its busiest minute.
-        if evicted > 0 && cache.len() * 4 < cache.capacity() {
+        if evicted > 0 && crate::shrink::is_sparse(cache.len(), cache.capacity()) {
             cache.shrink_to_fit();
         }
         if evicted > 0 {
