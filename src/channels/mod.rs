@@ -40,6 +40,10 @@ pub struct AllowList {
     refused: Mutex<HashSet<String>>,
 }
 
+/// Refused senders remembered at most: a public bot flooded by strangers must not grow the list without bound.
+/// Past this many the list starts over, so a stranger may be logged a second time.
+const REFUSED_REMEMBERED: usize = 1_000;
+
 impl AllowList {
     /// Builds the list; warns once when it is empty (nobody gets in).
     pub fn new(channel: &str, allow_from: &[String]) -> Self {
@@ -72,11 +76,13 @@ impl AllowList {
         {
             return true;
         }
-        let first = self
-            .refused
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id.to_owned());
+        let first = {
+            let mut refused = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+            if refused.len() >= REFUSED_REMEMBERED && !refused.contains(id) {
+                *refused = HashSet::new();
+            }
+            refused.insert(id.to_owned())
+        };
         if first {
             warn!(
                 channel,
@@ -353,6 +359,39 @@ mod tests {
         assert!(!a.check("t", "7", Some("bob")));
         assert!(AllowList::new("t", &["*".into()]).check("t", "1", None));
         assert!(!AllowList::new("t", &[]).check("t", "1", None));
+    }
+
+    #[test]
+    fn a_flood_of_strangers_is_refused_without_growing_the_list_past_its_bound() {
+        let a = AllowList::new("t", &["42".into()]);
+        for id in 0..5 * REFUSED_REMEMBERED {
+            assert!(!a.check("t", &format!("stranger{id}"), None));
+            let remembered = a
+                .refused
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .len();
+            assert!(remembered <= REFUSED_REMEMBERED, "{remembered}");
+        }
+        // A sender already remembered stays remembered (logged once) even when the list is full.
+        let before = a
+            .refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        assert!(!a.check(
+            "t",
+            &format!("stranger{}", 5 * REFUSED_REMEMBERED - 1),
+            None
+        ));
+        assert_eq!(
+            a.refused
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .len(),
+            before
+        );
+        assert!(a.check("t", "42", None));
     }
 
     #[test]
