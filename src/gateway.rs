@@ -416,26 +416,19 @@ fn start_channels(
     let channels = &agent.config.channels;
     let typing_slots =
         agent.config.agent.max_concurrent_turns.max(1) * crate::channels::TYPING_SLOTS;
+    let ctx = crate::channels::ChannelContext {
+        workspace: agent.workspace.clone(),
+        media_max_bytes: agent.config.gateway.media_max_bytes,
+        inlet: inlet.clone(),
+        stop: stop.clone(),
+        typing_slots,
+    };
     let mut started = Vec::new();
     if channels.telegram.enabled {
-        started.push(telegram::start(telegram::Options {
-            config: channels.telegram.clone(),
-            workspace: agent.workspace.clone(),
-            media_max_bytes: agent.config.gateway.media_max_bytes,
-            inlet: inlet.clone(),
-            stop: stop.clone(),
-            typing_slots,
-        })?);
+        started.push(telegram::start(channels.telegram.clone(), ctx.clone())?);
     }
     if channels.discord.enabled {
-        started.push(discord::start(discord::Options {
-            config: channels.discord.clone(),
-            workspace: agent.workspace.clone(),
-            media_max_bytes: agent.config.gateway.media_max_bytes,
-            inlet: inlet.clone(),
-            stop: stop.clone(),
-            typing_slots,
-        })?);
+        started.push(discord::start(channels.discord.clone(), ctx)?);
     }
     Ok(started)
 }

@@ -2,31 +2,11 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-use common::{copy_fixture_dir, fixture};
+use common::{copy_fixture_dir, fixture, nanogate, stderr, stdout};
 use nanogate::json::Json;
 use nanogate::session::{SessionStore, StoreOptions};
-
-/// Runs nanogate with HOME pointing at a temp dir, so the user's ~/.nanogate is never read.
-fn nanogate(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nanogate"))
-        .args(args)
-        .env("HOME", home)
-        .env_remove("RUST_LOG")
-        .env_remove("NANOGATE_WORKSPACE")
-        .output()
-        .expect("run nanogate")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 #[test]
 fn list_shows_every_session_newest_first() {

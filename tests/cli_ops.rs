@@ -2,31 +2,11 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-use common::copy_fixture_dir;
+use common::{copy_fixture_dir, nanogate, nanogate_command, stderr, stdout};
 use nanogate::json::Json;
 use nanogate::session::{find_session, load_file};
-
-fn nanogate(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nanogate"))
-        .args(args)
-        .env("HOME", home)
-        .env("USER", "ann")
-        .env_remove("RUST_LOG")
-        .env_remove("NANOGATE_WORKSPACE")
-        .output()
-        .expect("run nanogate")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 #[test]
 fn fork_copies_a_prefix_with_the_watermark_and_metadata() {
@@ -113,7 +93,14 @@ fn service_install_writes_the_unit_once_and_prints_the_commands() {
     let home = tempfile::tempdir().unwrap();
     let dest = home.path().join("units");
     let d = dest.to_str().unwrap();
-    let o = nanogate(home.path(), &["service", "install", "--dest", d]);
+    // The unit runs as the user who installs it.
+    let install = |args: &[&str]| {
+        let args = [&["service", "install"][..], args].concat();
+        nanogate_command(home.path(), &args, &[("USER", "ann")])
+            .output()
+            .unwrap()
+    };
+    let o = install(&["--dest", d]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.contains("sudo systemctl daemon-reload"));
@@ -134,14 +121,14 @@ fn service_install_writes_the_unit_once_and_prints_the_commands() {
 
     // Never overwritten without --force.
     std::fs::write(dest.join("nanogate.service"), "mine").unwrap();
-    let o = nanogate(home.path(), &["service", "install", "--dest", d]);
+    let o = install(&["--dest", d]);
     assert!(!o.status.success());
     assert!(stdout(&o).contains("--force overwrites"));
     assert_eq!(
         std::fs::read_to_string(dest.join("nanogate.service")).unwrap(),
         "mine"
     );
-    let o = nanogate(home.path(), &["service", "install", "--dest", d, "--force"]);
+    let o = install(&["--dest", d, "--force"]);
     assert!(o.status.success());
     assert_eq!(
         std::fs::read_to_string(dest.join("nanogate.service")).unwrap(),
@@ -149,7 +136,7 @@ fn service_install_writes_the_unit_once_and_prints_the_commands() {
     );
 
     // A user unit.
-    let o = nanogate(home.path(), &["service", "install", "--user"]);
+    let o = install(&["--user"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("systemctl --user daemon-reload"));
     let user_unit =
@@ -158,12 +145,7 @@ fn service_install_writes_the_unit_once_and_prints_the_commands() {
     assert!(user_unit.contains("WantedBy=default.target"));
 
     // Never as root.
-    let o = nanogate(
-        home.path(),
-        &[
-            "service", "install", "--dest", d, "--force", "--run-as", "root",
-        ],
-    );
+    let o = install(&["--dest", d, "--force", "--run-as", "root"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("unprivileged"));
 }

@@ -5,7 +5,7 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -482,23 +482,14 @@ async fn a_corrupt_file_is_reported_and_left_untouched() {
 
 /// Runs the real binary with a temp HOME, pointing `cron.store` at `store`.
 fn nanogate(home: &Path, store: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nanogate"));
-    cmd.args(args)
-        .env("HOME", home)
-        .env("NANOGATE_CRON__STORE", store)
-        .env_remove("RUST_LOG")
-        .env_remove("NANOGATE_WORKSPACE");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
+    let store = store.to_str().expect("utf-8 path");
+    let mut cmd = common::nanogate_command(home, args, env);
+    cmd.env("NANOGATE_CRON__STORE", store);
     cmd.output().expect("run nanogate")
 }
 
 fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    (common::stdout(o), common::stderr(o))
 }
 
 #[tokio::test(start_paused = true)]

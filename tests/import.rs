@@ -4,27 +4,13 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-use common::{copy_dir, fixture};
+use common::{copy_dir, fixture, nanogate, stdout};
 use nanogate::config::Config;
 use nanogate::import::{self, Kind, Options, Outcome, Report};
 use nanogate::json::Json;
 use nanogate::session::{self, key};
-
-fn nanogate(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nanogate"))
-        .args(args)
-        .env("HOME", home)
-        .env_remove("RUST_LOG")
-        .env_remove("NANOGATE_WORKSPACE")
-        .output()
-        .expect("run nanogate")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 /// Every file under `dir` with its bytes.
 fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {

@@ -32,31 +32,15 @@ use tracing::{debug, error, info, warn};
 
 use super::split::{char_len, split_message};
 use super::{
-    AllowList, Backoff, ChatQueues, Dedupe, Deliver, FirstAttemptSignal, extension_of,
-    log_connected, media_path, redact, supervise,
+    AllowList, Backoff, ChannelContext, ChatQueues, Dedupe, Deliver, FirstAttemptSignal,
+    channel_token, extension_of, log_connected, media_path, redact, supervise,
 };
 use crate::bus::Inbound;
-use crate::config::{DISCORD_API_URL, DiscordConfig, GroupPolicy, resolve_token};
+use crate::config::{DISCORD_API_URL, DiscordConfig, GroupPolicy};
 use crate::gateway::{GatewayError, Inlet, StartedChannel};
 
 /// Discord's limit on one message, in characters.
 pub const MAX_MESSAGE_CHARS: usize = 2000;
-
-/// What the Discord channel needs to start.
-pub struct Options {
-    /// `[channels.discord]`
-    pub config: DiscordConfig,
-    /// The workspace (media lives in it).
-    pub workspace: PathBuf,
-    /// `gateway.media_max_bytes`
-    pub media_max_bytes: u64,
-    /// Where messages go.
-    pub inlet: Inlet,
-    /// Cancelled at shutdown.
-    pub stop: CancellationToken,
-    /// Chats whose typing indicator is refreshed at once (see [`super::TYPING_SLOTS`]).
-    pub typing_slots: usize,
-}
 
 struct Shared {
     token: String,
@@ -77,17 +61,8 @@ struct Shared {
 }
 
 /// Validates the settings and starts the channel's task; connection failures are logged and retried there.
-pub fn start(opts: Options) -> Result<StartedChannel, GatewayError> {
-    let cfg = opts.config;
-    let token = resolve_token(
-        "channels.discord",
-        cfg.token.as_ref(),
-        cfg.token_env.as_ref(),
-    )
-    .map_err(|source| GatewayError::Config {
-        channel: "discord",
-        source,
-    })?;
+pub fn start(cfg: DiscordConfig, ctx: ChannelContext) -> Result<StartedChannel, GatewayError> {
+    let token = channel_token("discord", cfg.token.as_ref(), cfg.token_env.as_ref())?;
     if let Err(e) = reqwest::Url::parse(&cfg.api_url) {
         return Err(GatewayError::Channel {
             channel: "discord",
@@ -111,16 +86,16 @@ pub fn start(opts: Options) -> Result<StartedChannel, GatewayError> {
         token,
         config: cfg,
         download,
-        workspace: opts.workspace,
-        media_max_bytes: opts.media_max_bytes,
+        workspace: ctx.workspace,
+        media_max_bytes: ctx.media_max_bytes,
         dedupe: Dedupe::new(4096),
-        inlet: opts.inlet,
-        typing_slots: Arc::new(Semaphore::new(opts.typing_slots.max(1))),
+        inlet: ctx.inlet,
+        typing_slots: Arc::new(Semaphore::new(ctx.typing_slots.max(1))),
         me: OnceLock::new(),
         first_attempt,
     });
     let queues = ChatQueues::new("discord", shared.clone());
-    let stop = opts.stop;
+    let stop = ctx.stop;
     let task = tokio::spawn(supervise("discord", stop.clone(), move || {
         run(shared.clone(), stop.clone())
     }));

@@ -31,6 +31,35 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use crate::config::resolve_token;
+use crate::gateway::{GatewayError, Inlet};
+
+/// What every channel needs from the daemon to start, besides its own config section.
+#[derive(Clone)]
+pub struct ChannelContext {
+    /// The workspace (media and state files live in it).
+    pub workspace: PathBuf,
+    /// `gateway.media_max_bytes`
+    pub media_max_bytes: u64,
+    /// Where messages go.
+    pub inlet: Inlet,
+    /// Cancelled at shutdown.
+    pub stop: CancellationToken,
+    /// Chats whose typing indicator is refreshed at once (see [`TYPING_SLOTS`]).
+    pub typing_slots: usize,
+}
+
+/// The channel's token: `token` from the file, else the variable `token_env` names; a missing one is a
+/// configuration error naming `channels.<channel>.token`.
+pub fn channel_token(
+    channel: &'static str,
+    token: Option<&String>,
+    token_env: Option<&String>,
+) -> Result<String, GatewayError> {
+    resolve_token(&format!("channels.{channel}"), token, token_env)
+        .map_err(|source| GatewayError::Config { channel, source })
+}
+
 /// Who may talk to the bot, from `allow_from`: ids or usernames (with or without `@`), `"*"` for anyone.
 #[derive(Debug, Default)]
 pub struct AllowList {
@@ -345,6 +374,20 @@ impl FirstAttemptSignal {
 /// Logs the one "connected" line of a channel.
 pub fn log_connected(channel: &str, detail: &str) {
     info!(channel, "{channel} connected: {detail}");
+}
+
+/// Starts a list item in text rendered from markdown (Telegram HTML, the terminal): indented two spaces per
+/// level of nesting, then `N. ` in a numbered list (counting on) or `• `. `lists` holds each open list's next
+/// number, `None` for a bulleted one.
+fn push_item_marker(out: &mut String, lists: &mut [Option<u64>]) {
+    out.push_str(&"  ".repeat(lists.len().saturating_sub(1)));
+    match lists.last_mut() {
+        Some(Some(n)) => {
+            out.push_str(&format!("{n}. "));
+            *n += 1;
+        }
+        _ => out.push_str("• "),
+    }
 }
 
 #[cfg(test)]

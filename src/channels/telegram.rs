@@ -36,33 +36,17 @@ use tracing::{debug, error, info, warn};
 use super::split::{split_message, utf16_len};
 use super::telegram_html::markdown_to_html;
 use super::{
-    AllowList, Backoff, ChatQueues, Dedupe, Deliver, FirstAttemptSignal, extension_of,
-    log_connected, media_path, redact, supervise,
+    AllowList, Backoff, ChannelContext, ChatQueues, Dedupe, Deliver, FirstAttemptSignal,
+    channel_token, extension_of, log_connected, media_path, redact, supervise,
 };
 use crate::bus::Inbound;
-use crate::config::{GroupPolicy, TelegramConfig, resolve_token};
+use crate::config::{GroupPolicy, TelegramConfig};
 use crate::gateway::{GatewayError, Inlet, StartedChannel};
 
 /// Telegram's limit on one message, in UTF-16 code units.
 pub const MAX_MESSAGE_UTF16: usize = 4096;
 /// Bumped when the command list changes, so it is registered again.
 const COMMANDS_VERSION: &str = "v1";
-
-/// What the Telegram channel needs to start.
-pub struct Options {
-    /// `[channels.telegram]`
-    pub config: TelegramConfig,
-    /// The workspace (media and state files live in it).
-    pub workspace: PathBuf,
-    /// `gateway.media_max_bytes`
-    pub media_max_bytes: u64,
-    /// Where messages go.
-    pub inlet: Inlet,
-    /// Cancelled at shutdown.
-    pub stop: CancellationToken,
-    /// Chats whose typing indicator is refreshed at once (see [`super::TYPING_SLOTS`]).
-    pub typing_slots: usize,
-}
 
 /// The bot as `getMe` described it.
 #[derive(Debug, Clone)]
@@ -89,35 +73,26 @@ struct Shared {
 
 /// Validates the settings and starts the channel's task; a bad token or an unreachable server is not an error
 /// here (the task logs it and retries), a missing token or a malformed URL is.
-pub fn start(opts: Options) -> Result<StartedChannel, GatewayError> {
-    let cfg = opts.config;
-    let token = resolve_token(
-        "channels.telegram",
-        cfg.token.as_ref(),
-        cfg.token_env.as_ref(),
-    )
-    .map_err(|source| GatewayError::Config {
-        channel: "telegram",
-        source,
-    })?;
+pub fn start(cfg: TelegramConfig, ctx: ChannelContext) -> Result<StartedChannel, GatewayError> {
+    let token = channel_token("telegram", cfg.token.as_ref(), cfg.token_env.as_ref())?;
     let bot = make_bot(&token, &cfg.api_url)?;
     let (first_attempt, rx) = FirstAttemptSignal::new();
     let shared = Arc::new(Shared {
         bot,
         allow: AllowList::new("telegram", &cfg.allow_from),
         token,
-        state_dir: opts.workspace.join("state"),
-        workspace: opts.workspace,
-        media_max_bytes: opts.media_max_bytes,
+        state_dir: ctx.workspace.join("state"),
+        workspace: ctx.workspace,
+        media_max_bytes: ctx.media_max_bytes,
         config: cfg,
         dedupe: Dedupe::new(4096),
-        inlet: opts.inlet,
-        typing_slots: Arc::new(Semaphore::new(opts.typing_slots.max(1))),
+        inlet: ctx.inlet,
+        typing_slots: Arc::new(Semaphore::new(ctx.typing_slots.max(1))),
         me: OnceLock::new(),
         first_attempt,
     });
     let queues = ChatQueues::new("telegram", shared.clone());
-    let stop = opts.stop;
+    let stop = ctx.stop;
     let task = tokio::spawn(supervise("telegram", stop.clone(), move || {
         run(shared.clone(), stop.clone())
     }));

@@ -58,17 +58,7 @@ pub fn markdown_to_html(md: &str) -> String {
                     }
                     lists.push(start);
                 }
-                Tag::Item => {
-                    let depth = lists.len().saturating_sub(1);
-                    out.push_str(&"  ".repeat(depth));
-                    match lists.last_mut() {
-                        Some(Some(n)) => {
-                            out.push_str(&format!("{n}. "));
-                            *n += 1;
-                        }
-                        _ => out.push_str("• "),
-                    }
-                }
+                Tag::Item => super::push_item_marker(&mut out, &mut lists),
                 _ => {}
             },
             Event::End(tag) => match tag {

@@ -81,17 +81,7 @@ pub fn render_markdown(md: &str) -> String {
                     out.push('\n');
                 }
             }
-            Event::Start(Tag::Item) => {
-                let depth = lists.len().saturating_sub(1);
-                out.push_str(&"  ".repeat(depth));
-                match lists.last_mut() {
-                    Some(Some(n)) => {
-                        out.push_str(&format!("{n}. "));
-                        *n += 1;
-                    }
-                    _ => out.push_str("• "),
-                }
-            }
+            Event::Start(Tag::Item) => super::push_item_marker(&mut out, &mut lists),
             Event::End(TagEnd::Item) if !out.ends_with('\n') => out.push('\n'),
             Event::Start(Tag::Link { dest_url, .. }) => {
                 link = Some(dest_url.to_string());

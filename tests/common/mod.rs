@@ -136,14 +136,10 @@ pub fn user_texts(model: &fake_openai::FakeOpenAi) -> Vec<String> {
         .collect()
 }
 
-/// Runs the nanogate binary with HOME in `home`, no `NANOGATE_*` or `RUST_LOG` from the test's own environment,
-/// and the given extra environment.
-pub async fn run_nanogate(
-    home: &Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-) -> std::process::Output {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_nanogate"));
+/// The nanogate binary with HOME in `home`, no `NANOGATE_*` or `RUST_LOG` from the test's own environment, and
+/// the given arguments and extra environment.
+pub fn nanogate_command(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nanogate"));
     cmd.args(args).env("HOME", home).env_remove("RUST_LOG");
     for (k, _) in std::env::vars() {
         if k.starts_with("NANOGATE_") {
@@ -153,5 +149,34 @@ pub async fn run_nanogate(
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().await.expect("run nanogate")
+    cmd
+}
+
+/// Runs [`nanogate_command`] from async tests.
+pub async fn run_nanogate(
+    home: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    tokio::process::Command::from(nanogate_command(home, args, env))
+        .output()
+        .await
+        .expect("run nanogate")
+}
+
+/// Runs [`nanogate_command`] with no extra environment, so the user's `~/.nanogate` is never read.
+pub fn nanogate(home: &Path, args: &[&str]) -> std::process::Output {
+    nanogate_command(home, args, &[])
+        .output()
+        .expect("run nanogate")
+}
+
+/// A command's standard output, as text.
+pub fn stdout(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A command's standard error, as text.
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
 }
