@@ -55,17 +55,7 @@ async fn start(fake: &FakeOpenAi) -> Api {
     c.provider.api_base = fake.base_url();
     c.provider.api_key = Some("sk-test".into());
     c.provider.max_retries = 0;
-    let store = SessionStore::open(ws.path(), StoreOptions::default()).expect("store");
-    let provider = Provider::new(&c.provider).expect("provider");
-    let agent = Agent::new(
-        c,
-        ws.path().to_path_buf(),
-        store,
-        provider,
-        nanogate::tools::default_registry(),
-        None,
-    );
-    let router = Router::new(agent);
+    let router = Router::new(common::agent(ws.path(), c));
     let readiness = Arc::new(Readiness::default());
     let stop = CancellationToken::new();
     let config = AdminConfig {

@@ -11,9 +11,7 @@ use nanogate::agent::{Agent, Router};
 use nanogate::bus::Inbound;
 use nanogate::config::Config;
 use nanogate::json::Json;
-use nanogate::provider::Provider;
-use nanogate::session::{SessionStore, StoreOptions, load_file};
-use nanogate::tools::default_registry;
+use nanogate::session::load_file;
 
 struct Setup {
     router: Router,
@@ -31,19 +29,8 @@ fn config(fake: &FakeOpenAi, tweak: impl FnOnce(&mut Config)) -> Config {
 }
 
 fn setup_in(ws: tempfile::TempDir, fake: &FakeOpenAi, tweak: impl FnOnce(&mut Config)) -> Setup {
-    let c = config(fake, tweak);
-    let store = SessionStore::open(ws.path(), StoreOptions::default()).expect("store");
-    let provider = Provider::new(&c.provider).expect("provider");
-    let agent = Agent::new(
-        c,
-        ws.path().to_path_buf(),
-        store,
-        provider,
-        default_registry(),
-        None,
-    );
     Setup {
-        router: Router::new(agent),
+        router: Router::new(common::agent(ws.path(), config(fake, tweak))),
         ws,
     }
 }

@@ -406,9 +406,8 @@ fn nanogate_and_nanobot_read_and_write_each_others_sessions() {
 #[test]
 fn nanobot_reads_a_session_nanogate_consolidated() {
     use common::fake_openai::{FakeOpenAi, FakeResponse, text_completion, tool_calls_completion};
-    use nanogate::agent::{Agent, Router};
+    use nanogate::agent::Router;
     use nanogate::bus::Inbound;
-    use nanogate::provider::Provider;
 
     let Some(python) = nanobot_python() else {
         return;
@@ -432,16 +431,7 @@ fn nanobot_reads_a_session_nanogate_consolidated() {
         c.provider.api_base = fake.base_url();
         c.provider.api_key = Some("sk-test".into());
         c.agent.memory_window = 6;
-        let store = SessionStore::open(ws.path(), StoreOptions::default()).expect("store");
-        let provider = Provider::new(&c.provider).expect("provider");
-        let agent = Agent::new(
-            c,
-            ws.path().to_path_buf(),
-            store,
-            provider,
-            nanogate::tools::default_registry(),
-            None,
-        );
+        let agent = common::agent(ws.path(), c);
         let router = Router::new(agent.clone());
         for i in 0..4 {
             router

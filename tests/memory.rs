@@ -12,13 +12,11 @@ use std::time::Duration;
 use common::fake_openai::{
     FakeOpenAi, FakeResponse, error_body, text_completion, tool_calls_completion,
 };
-use nanogate::agent::{Agent, Router};
+use nanogate::agent::Router;
 use nanogate::bus::Inbound;
 use nanogate::config::Config;
 use nanogate::json::{Json, Object};
-use nanogate::provider::Provider;
-use nanogate::session::{Durability, SessionStore, StoreOptions, load_file};
-use nanogate::tools::default_registry;
+use nanogate::session::{Durability, load_file};
 
 const KEY: &str = "telegram:7";
 const FILE: &str = "telegram_7.jsonl";
@@ -35,23 +33,7 @@ fn config(fake: &FakeOpenAi, tweak: impl FnOnce(&mut Config)) -> Config {
 }
 
 fn router(ws: &Path, c: Config) -> Router {
-    let store = SessionStore::open(
-        ws,
-        StoreOptions {
-            durability: Durability::Os,
-            ..StoreOptions::default()
-        },
-    )
-    .expect("store");
-    let provider = Provider::new(&c.provider).expect("provider");
-    Router::new(Agent::new(
-        c,
-        ws.to_path_buf(),
-        store,
-        provider,
-        default_registry(),
-        None,
-    ))
+    Router::new(common::agent(ws, c))
 }
 
 async fn say(r: &Router, text: &str) -> String {

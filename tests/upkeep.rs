@@ -12,9 +12,7 @@ use nanogate::agent::Agent;
 use nanogate::agent::upkeep::{self, FIRST_SWEEP_DELAY, SWEEP_PERIOD};
 use nanogate::config::Config;
 use nanogate::json::{Json, Object};
-use nanogate::provider::Provider;
-use nanogate::session::{Durability, SessionStore, StoreOptions, load_file};
-use nanogate::tools::default_registry;
+use nanogate::session::{Durability, load_file};
 
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
@@ -26,23 +24,7 @@ fn agent(ws: &Path, api_base: String, max_age_days: u64) -> Arc<Agent> {
     c.session.durability = Durability::Os;
     c.session.max_age_days = max_age_days;
     c.memory.summary = false;
-    let store = SessionStore::open(
-        ws,
-        StoreOptions {
-            durability: Durability::Os,
-            ..StoreOptions::default()
-        },
-    )
-    .expect("store");
-    let provider = Provider::new(&c.provider).expect("provider");
-    Agent::new(
-        c,
-        ws.to_path_buf(),
-        store,
-        provider,
-        default_registry(),
-        None,
-    )
+    common::agent(ws, c)
 }
 
 /// Writes a classic session file with `n` messages and watermark `consolidated`, last modified `age` ago.

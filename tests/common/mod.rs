@@ -180,3 +180,22 @@ pub fn stdout(o: &std::process::Output) -> String {
 pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// An agent on `ws` for `config`, built as the binary builds one (store options from `[session]`, the default
+/// tools) but without an outbound queue.
+pub fn agent(
+    ws: &Path,
+    config: nanogate::config::Config,
+) -> std::sync::Arc<nanogate::agent::Agent> {
+    let store =
+        nanogate::session::SessionStore::open(ws, config.session.store_options()).expect("store");
+    let provider = nanogate::provider::Provider::new(&config.provider).expect("provider");
+    nanogate::agent::Agent::new(
+        config,
+        ws.to_path_buf(),
+        store,
+        provider,
+        nanogate::tools::default_registry(),
+        None,
+    )
+}
