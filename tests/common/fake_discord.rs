@@ -219,17 +219,8 @@ impl FakeDiscord {
 
     /// Waits (up to 20 s, a safety net) until `cond` holds.
     pub async fn wait_for(&self, what: &str, cond: impl Fn(&FakeDiscord) -> bool) {
-        for _ in 0..2000 {
-            if cond(self) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!(
-            "timed out waiting for {what}; rest: {:?}; frames: {:?}",
-            self.rest_calls(),
-            self.frames()
-        );
+        let state = || format!("rest: {:?}; frames: {:?}", self.rest_calls(), self.frames());
+        super::wait_until(what, || cond(self), state).await;
     }
 }
 

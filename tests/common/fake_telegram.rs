@@ -190,23 +190,16 @@ impl FakeTelegram {
 
     /// Waits (up to 20 s, as a safety net, not a timing assertion) until `cond` holds.
     pub async fn wait_for(&self, what: &str, cond: impl Fn(&FakeTelegram) -> bool) {
-        for _ in 0..2000 {
-            if cond(self) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!(
-            "timed out waiting for {what}; calls: {:?}",
-            self.shared
-                .inner
-                .lock()
-                .unwrap()
+        let calls = || {
+            let inner = self.shared.inner.lock().unwrap();
+            let calls: Vec<String> = inner
                 .calls
                 .iter()
                 .map(|(m, b)| format!("{m} {b}"))
-                .collect::<Vec<_>>()
-        );
+                .collect();
+            format!("calls: {calls:?}")
+        };
+        super::wait_until(what, || cond(self), calls).await;
     }
 }
 

@@ -199,3 +199,15 @@ pub fn agent(
         None,
     )
 }
+
+/// Waits until `cond` holds, checking every 10 ms for up to 20 s (a safety net, not a timing assertion); on
+/// timeout panics with `what` and the fake's `state`.
+pub async fn wait_until(what: &str, cond: impl Fn() -> bool, state: impl Fn() -> String) {
+    for _ in 0..2000 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}; {}", state());
+}
