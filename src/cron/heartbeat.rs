@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::ServiceHandle;
 use crate::agent::Router;
 use crate::bus::{Inbound, Outbound, split_key};
 use crate::session::SessionStore;
@@ -229,19 +230,8 @@ pub async fn beat(
     Beat::Delivered(channel, chat_id)
 }
 
-/// The running heartbeat.
-pub struct HeartbeatHandle {
-    cancel: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl HeartbeatHandle {
-    /// Stops the heartbeat, waiting for a beat in progress to finish.
-    pub async fn shutdown(self) {
-        self.cancel.cancel();
-        let _ = self.task.await;
-    }
-}
+/// The running heartbeat. Shutting it down waits for a beat in progress to finish.
+pub type HeartbeatHandle = ServiceHandle;
 
 /// Starts the heartbeat: a beat every `interval` (the first one `interval` after now). `None` when the interval
 /// is zero (off).
@@ -274,7 +264,7 @@ pub fn spawn(
         }
     });
     info!(minutes = interval.as_secs() / 60, "heartbeat started");
-    Some(HeartbeatHandle { cancel, task })
+    Some(ServiceHandle::new("heartbeat", cancel, task))
 }
 
 #[cfg(test)]

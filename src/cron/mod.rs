@@ -33,6 +33,38 @@ pub use job::{CronJob, JobState, JobsFile, Payload, Schedule, ScheduleKind};
 pub use runner::{RunOutcome, Scheduler, SchedulerHandle, SchedulerOptions};
 pub use store::JobStore;
 
+use tokio_util::sync::CancellationToken;
+
+/// A background task of this module (the scheduler, the heartbeat) that stops when told and is waited for.
+pub struct ServiceHandle {
+    name: &'static str,
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ServiceHandle {
+    fn new(
+        name: &'static str,
+        cancel: CancellationToken,
+        task: tokio::task::JoinHandle<()>,
+    ) -> Self {
+        ServiceHandle { name, cancel, task }
+    }
+
+    /// Tells the task to stop and waits until it has: work in progress finishes first.
+    pub async fn shutdown(self) {
+        self.cancel.cancel();
+        if let Err(e) = self.task.await {
+            tracing::warn!("the {} task ended abnormally: {e}", self.name);
+        }
+    }
+
+    /// Whether the task has stopped.
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+}
+
 /// Adds a job to the store bound to `now_ms`: validates the schedule, gives it a fresh id and its first
 /// `nextRunAtMs`, and returns it. `at` jobs in the past are refused.
 pub fn add_job(

@@ -37,6 +37,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
+use super::ServiceHandle;
 use super::clock::Clock;
 use super::error::CronError;
 use super::job::{CronJob, JobsFile, STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, ScheduleKind};
@@ -112,31 +113,13 @@ impl Scheduler {
             runs: JoinSet::new(),
         };
         let task = tokio::spawn(runner.run(cancel.clone()));
-        Ok(SchedulerHandle { cancel, task })
+        Ok(ServiceHandle::new("scheduler", cancel, task))
     }
 }
 
-/// The running scheduler.
-pub struct SchedulerHandle {
-    cancel: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl SchedulerHandle {
-    /// Stops firing jobs, then waits for the runs in progress to finish and be recorded. (Stopping the
-    /// router's lanes first makes those runs end at once, recorded as errors.)
-    pub async fn shutdown(self) {
-        self.cancel.cancel();
-        if let Err(e) = self.task.await {
-            warn!("the scheduler task ended abnormally: {e}");
-        }
-    }
-
-    /// Whether the runner has stopped.
-    pub fn is_finished(&self) -> bool {
-        self.task.is_finished()
-    }
-}
+/// The running scheduler. Shutting it down stops firing jobs, then waits for the runs in progress to finish
+/// and be recorded (stopping the router's lanes first makes those runs end at once, recorded as errors).
+pub type SchedulerHandle = ServiceHandle;
 
 async fn load_blocking(store: &JobStore) -> Result<(JobsFile, Option<FileStamp>), CronError> {
     let store = store.clone();
