@@ -163,6 +163,59 @@ async fn keys_sharing_a_file_name_stay_apart_across_evictions() {
     }
 }
 
+/// `list_recent` orders sessions by line 1 alone: what follows line 1 is never read (a broken line there does
+/// not matter), a file without a metadata line gets the key nanobot would guess and sorts last, and a file whose
+/// line 1 cannot be read is left out.
+#[tokio::test]
+async fn list_recent_reads_line_one_only() {
+    let ws = tempfile::tempdir().expect("tmp");
+    let dir = ws.path().join("sessions");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let header = |key: &str, updated: &str| {
+        format!(
+            "{{\"_type\": \"metadata\", \"key\": \"{key}\", \"created_at\": \"2026-01-01T00:00:00\", \"updated_at\": \"{updated}\", \"metadata\": {{}}, \"last_consolidated\": 0}}\n"
+        )
+    };
+    let message =
+        "{\"role\": \"user\", \"content\": \"hi\", \"timestamp\": \"2026-01-01T00:00:00\"}\n";
+    std::fs::write(
+        dir.join("telegram_1.jsonl"),
+        header("telegram:1", "2026-01-02T00:00:00") + "{not json\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.join("discord_9.jsonl"),
+        header("discord:9", "2026-03-01T00:00:00") + message,
+    )
+    .expect("write");
+    std::fs::write(dir.join("cli_direct.jsonl"), message).expect("write");
+    // Line 1 is not text: left out (and logged), the others still listed.
+    std::fs::write(dir.join("web_x.jsonl"), b"\xff\xfe\n").expect("write");
+
+    let store = SessionStore::open(ws.path(), opts(30)).expect("open");
+    let recent = store.list_recent().await.expect("list");
+    let order: Vec<(&str, &str)> = recent
+        .iter()
+        .map(|s| (s.key.as_str(), s.updated_at.as_str()))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("discord:9", "2026-03-01T00:00:00"),
+            ("telegram:1", "2026-01-02T00:00:00"),
+            ("cli:direct", ""),
+        ]
+    );
+    // A session the store committed has its new updated_at on line 1, so it comes first.
+    let h = store.get("telegram:1").await.expect("get");
+    h.lock()
+        .add_message("user", Json::str("later"), Object::new());
+    h.commit().await.expect("commit");
+    let first = &store.list_recent().await.expect("list")[0];
+    assert_eq!(first.key, "telegram:1");
+    assert_eq!(first.updated_at, h.lock().updated_at());
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_evictor_task_runs_on_its_own() {
     let ws = tempfile::tempdir().expect("tmp");

@@ -135,7 +135,7 @@ pub fn prompt(tasks: &[String]) -> String {
 /// The most recently active chat, `(channel, chat_id)`: the session updated last whose channel is a real
 /// chat. `None` when there is none (or the sessions cannot be listed; that is logged).
 pub async fn last_active_chat(sessions: &SessionStore) -> Option<(String, String)> {
-    let list = match sessions.list().await {
+    let list = match sessions.list_recent().await {
         Ok(l) => l,
         Err(e) => {
             warn!("heartbeat: cannot list sessions to find the last active chat: {e}");

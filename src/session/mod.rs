@@ -30,7 +30,9 @@ pub use load::{Loaded, Problem, load_file, load_file_deferred};
 pub use lock::WorkspaceLock;
 pub use log::MessageLog;
 pub use persist::{CommitOutcome, Durability, sidecar_path, write_atomic};
-pub use scan::{FileReport, SessionInfo, check_dir, find_session, list_sessions};
+pub use scan::{
+    FileReport, SessionInfo, SessionStamp, check_dir, find_session, list_recent, list_sessions,
+};
 pub use store::{Retired, SessionHandle, SessionStore, StoreOptions};
 
 /// Python's `str.isspace()`, which `str.strip()` (used by nanobot on keys and lines) strips: Unicode white

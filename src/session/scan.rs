@@ -25,6 +25,15 @@ pub struct SessionInfo {
     pub problems: usize,
 }
 
+/// A session as line 1 of its file describes it, for listings that need no message counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionStamp {
+    /// The key on line 1 (or guessed from the file name).
+    pub key: String,
+    /// `updated_at` of line 1; empty when line 1 has none.
+    pub updated_at: String,
+}
+
 /// The check of one session file, or of a sidecar.
 #[derive(Debug, Clone)]
 pub struct FileReport {
@@ -68,6 +77,45 @@ pub fn list_sessions(dir: &Path) -> Result<Vec<SessionInfo>, SessionError> {
             size: s.disk.file_len,
             problems: loaded.problems.len(),
             path,
+        });
+    }
+    out.sort_by(|a, b| {
+        b.updated_at
+            .cmp(&a.updated_at)
+            .then_with(|| a.key.cmp(&b.key))
+    });
+    Ok(out)
+}
+
+/// Every session in `dir` by key and `updated_at`, newest first, reading only the first line of each file: the
+/// store keeps line 1 current at every commit, so this costs the same for a day-old chat and for a year of one
+/// (the heartbeat's "last active chat"). A file that cannot be read is left out and logged.
+pub fn list_recent(dir: &Path) -> Result<Vec<SessionStamp>, SessionError> {
+    let mut out = Vec::new();
+    for path in session_files(dir)? {
+        let mut line = String::new();
+        let read = std::fs::File::open(&path)
+            .and_then(|f| std::io::BufRead::read_line(&mut std::io::BufReader::new(f), &mut line));
+        if let Err(e) = read {
+            tracing::warn!(file = %path.display(), "cannot read the session file's first line: {e}");
+            continue;
+        }
+        let header = crate::json::Json::parse(line.trim_end())
+            .ok()
+            .and_then(|j| j.as_object().cloned());
+        let field = |name: &str| {
+            header
+                .as_ref()
+                .and_then(|h| h.get(name)?.as_str().map(str::to_owned))
+                .filter(|v| !v.is_empty())
+        };
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default();
+        out.push(SessionStamp {
+            key: field("key").unwrap_or_else(|| key::key_from_file_name(&name)),
+            updated_at: field("updated_at").unwrap_or_default(),
         });
     }
     out.sort_by(|a, b| {

@@ -286,6 +286,13 @@ impl SessionStore {
         run_blocking("*", move || scan::list_sessions(&dir)).await
     }
 
+    /// Every session by key and `updated_at`, newest first, from line 1 of each file only (see
+    /// [`scan::list_recent`]).
+    pub async fn list_recent(&self) -> Result<Vec<scan::SessionStamp>, SessionError> {
+        let dir = self.inner.dir.clone();
+        run_blocking("*", move || scan::list_recent(&dir)).await
+    }
+
     /// Rewrites every session file that has problems, moving unusable lines to their `.damaged` sidecars.
     /// Returns each repaired file with the problems it had. Files already cached are committed instead.
     pub async fn repair_all(&self) -> Result<Vec<(PathBuf, Vec<super::Problem>)>, SessionError> {
